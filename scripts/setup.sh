@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what peerwatch needs into ./.venv; with --services also the Debian packages the tests start
+# (VictoriaMetrics, Prometheus, node_exporter). Idempotent: only what is missing is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--services" ]]; then
+  need=()
+  for pair in victoria-metrics:/usr/bin/victoria-metrics prometheus:/usr/bin/prometheus \
+              prometheus-node-exporter:/usr/bin/prometheus-node-exporter; do
+    [[ -x "${pair#*:}" ]] || need+=("${pair%%:*}")
+  done
+  if ((${#need[@]})); then
+    echo "installing Debian packages: ${need[*]}"
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+fi
+
+PY=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+stamp=.venv/.peerwatch-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi

@@ -1,0 +1,116 @@
+"""Data shapes shared by every stage: series keys, sample blocks, problems.
+
+Sources yield :class:`SeriesBlock` (the samples of one series, as numpy arrays) so that
+every later stage is vectorised; a single scraped sample is a block of length one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+log = logging.getLogger("peerwatch")
+
+Labels = tuple[tuple[str, str], ...]
+"""Label pairs sorted by name, without ``__name__``: hashable and cheap to compare."""
+
+
+def labels_of(mapping: Mapping[str, str]) -> Labels:
+    """Sorted label pairs of a mapping, dropping ``__name__``."""
+    return tuple(sorted((k, v) for k, v in mapping.items() if k != "__name__"))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesKey:
+    """A series: metric name and its labels."""
+
+    name: str
+    labels: Labels = ()
+
+    @classmethod
+    def of(cls, name: str, labels: Mapping[str, str] | None = None) -> SeriesKey:
+        return cls(name, labels_of(labels or {}))
+
+    def get(self, label: str, default: str | None = None) -> str | None:
+        for k, v in self.labels:
+            if k == label:
+                return v
+        return default
+
+    def label_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    def __str__(self) -> str:
+        inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        return f"{self.name}{{{inner}}}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SeriesBlock:
+    """Samples of one series: what every source yields.
+
+    ``timestamps`` are epoch seconds (float64), ``values`` float64; both 1-D of equal length.
+    ``mtype`` is the Prometheus type the source declared, if it said one (it may lie; see catalog).
+    """
+
+    key: SeriesKey
+    timestamps: FloatArray
+    values: FloatArray
+    mtype: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Input that could not be used, and where it was."""
+
+    where: str  # "file.jsonl:12", a URL, or a series
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class ProblemLog:
+    """Collects problems so one bad line or series never stops the rest.
+
+    Keeps the first ``limit`` problems verbatim and counts the others.
+    """
+
+    limit: int = 1000
+    problems: list[Problem] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(self, where: str, message: str) -> None:
+        if len(self.problems) < self.limit:
+            self.problems.append(Problem(where, message))
+            log.warning("%s: %s", where, message)
+        else:
+            self.dropped += 1
+
+    def __len__(self) -> int:
+        return len(self.problems) + self.dropped
+
+    def __iter__(self) -> Iterator[Problem]:
+        return iter(self.problems)
+
+
+def node_of(labels: Mapping[str, str], node_labels: tuple[str, ...] = ("node", "hostname", "Hostname")) -> str:
+    """Node identity (GUIDE 3.1): the first of ``node_labels`` present, else the host part of ``instance``."""
+    for name in node_labels:
+        value = labels.get(name)
+        if value:
+            return value
+    instance = labels.get("instance", "")
+    if instance.startswith("["):  # [ipv6]:port
+        return instance[1:].split("]", 1)[0]
+    return instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance

@@ -1,0 +1,22 @@
+"""Shared fixtures: where the third-party test data lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """`../shared/data` beside the checkout (CI lays it there), or $PEERWATCH_SHARED_DATA."""
+    return Path(os.environ.get("PEERWATCH_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    assert path.is_dir(), f"third-party test data not found at {path} (set PEERWATCH_SHARED_DATA)"
+    return path
