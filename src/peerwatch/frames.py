@@ -138,29 +138,37 @@ class FrameBuilder:
 
     def add(self, block: SeriesBlock) -> None:
         ts, vals = block.timestamps, block.values
-        ok = np.isfinite(ts) & (ts >= EARLIEST_TS) & (ts <= self.latest)
-        if not ok.all():
-            self.problems.add(str(block.key), f"{int((~ok).sum())} samples with impossible timestamps dropped")
-        finite = np.isfinite(vals)
-        if np.isinf(vals).any():
-            self.problems.add(str(block.key), f"{int(np.isinf(vals).sum())} infinite values kept as missing")
-        keep = ok & finite  # NaN values are staleness markers or gaps: missing, not data
-        if not keep.all():
-            ts, vals = ts[keep], vals[keep]
         if ts.size == 0:
             return
+        ok = (ts >= EARLIEST_TS) & (ts <= self.latest)  # False for NaN too
+        finite = np.isfinite(vals)
+        if not (ok.all() and finite.all()):
+            ts, vals = self._clean(block.key, ts, vals, ok, finite)
+            if ts.size == 0:
+                return
         k = np.ceil(ts / self.step).astype(np.int64)
         k, ts, vals = self._within_span(block.key, k, ts, vals)
-        if k.size == 0:
-            return
-        # The last sample of each step wins.
-        if ts.size > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
-            order = np.lexsort((ts, k))
-            k, ts, vals = k[order], ts[order], vals[order]
         if k.size > 1:
-            last = np.r_[k[1:] != k[:-1], True]
-            k, ts, vals = k[last], ts[last], vals[last]
-        self._write(block, k, ts, vals)
+            if not (ts[1:] >= ts[:-1]).all():
+                order = np.lexsort((ts, k))
+                k, ts, vals = k[order], ts[order], vals[order]
+            last = np.ones(k.size, dtype=np.bool_)  # the last sample of each step wins
+            np.not_equal(k[1:], k[:-1], out=last[:-1])
+            if not last.all():
+                k, ts, vals = k[last], ts[last], vals[last]
+        if k.size:
+            self._write(block, k, ts, vals)
+
+    def _clean(
+        self, key: SeriesKey, ts: FloatArray, vals: FloatArray, ok: npt.NDArray[np.bool_], finite: npt.NDArray[np.bool_]
+    ) -> tuple[FloatArray, FloatArray]:
+        if not ok.all():
+            self.problems.add(str(key), f"{int((~ok).sum())} samples with impossible timestamps dropped")
+        infinite = int(np.isinf(vals).sum())
+        if infinite:
+            self.problems.add(str(key), f"{infinite} infinite values kept as missing")
+        keep = ok & finite  # NaN values are staleness markers or gaps: missing, not data
+        return ts[keep], vals[keep]
 
     def _within_span(
         self, key: SeriesKey, k: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray
