@@ -201,12 +201,17 @@ class FrameBuilder:
             rows.declared = block.mtype
         r = rows.row(block.key)
         rows.cover(int(k[0]), int(k[-1]))
-        cols = k - rows.k0
         offs = (ts - k * self.step).astype(np.float32)
+        a, b = int(k[0]) - rows.k0, int(k[-1]) - rows.k0 + 1
+        # Blocks usually cover consecutive steps: slices are much cheaper than fancy indexing.
+        cols: slice | npt.NDArray[np.int64] = slice(a, b) if b - a == k.size else k - rows.k0
         held = rows.offs[r, cols]
         newer = np.isnan(held) | (offs >= held)  # out-of-order input: the later sample still wins
-        rows.vals[r, cols[newer]] = vals[newer]
-        rows.offs[r, cols[newer]] = offs[newer]
+        if newer.all():
+            rows.vals[r, cols], rows.offs[r, cols] = vals, offs
+        else:
+            at = (np.arange(a, b) if isinstance(cols, slice) else cols)[newer]
+            rows.vals[r, at], rows.offs[r, at] = vals[newer], offs[newer]
         rows.last[r] = max(rows.last[r], float(ts[-1]))
         self.samples += int(ts.size)
 
