@@ -1,0 +1,1 @@
+"""Sources: where samples come from (exporter text, TSDB APIs, recordings), as SeriesBlocks."""
