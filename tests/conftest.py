@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from services import node_exporter, prometheus_factory, victoria_metrics  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -53,3 +53,8 @@ def test_problem_log_caps_and_counts() -> None:
 def test_component_names(unit: Unit, entity: tuple[str, ...], labels: dict[str, str], component: str) -> None:
     fam = Family("m", "x", "gauge", Category.utilization, unit, entity, Direction.down)
     assert fam.component(labels) == component
+
+
+def test_series_key_text_escapes_label_values() -> None:
+    key = SeriesKey.of("m", {"path": 'C:\\x "q"\nz'})
+    assert str(key) == 'm{path="C:\\\\x \\"q\\"\\nz"}'

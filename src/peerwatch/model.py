@@ -26,6 +26,11 @@ def labels_of(mapping: Mapping[str, str]) -> Labels:
     return tuple(sorted((k, v) for k, v in mapping.items() if k != "__name__"))
 
 
+def _escape(value: str) -> str:
+    """A label value as the text format and PromQL selectors write it."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 @dataclass(frozen=True, slots=True)
 class SeriesKey:
     """A series: metric name and its labels."""
@@ -47,7 +52,7 @@ class SeriesKey:
         return dict(self.labels)
 
     def __str__(self) -> str:
-        inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        inner = ",".join(f'{k}="{_escape(v)}"' for k, v in self.labels)
         return f"{self.name}{{{inner}}}"
 
 

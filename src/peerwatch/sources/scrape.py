@@ -1,0 +1,171 @@
+"""Scraping exporters' ``/metrics`` directly, labelled the way Prometheus labels them.
+
+Targets are fetched concurrently by a thread pool (the work is waiting on sockets) and parsed in
+the caller's thread, in target order, with the lenient exposition parser, so the result and its
+problems are deterministic. Every target gets ``up``, ``scrape_duration_seconds`` and
+``scrape_samples_scraped`` series; a target that is down or serves garbage gives ``up`` 0 and a
+problem, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+
+from peerwatch.model import ProblemLog, SeriesBlock, SeriesKey, labels_of
+from peerwatch.sources.exposition import ExpositionParser, blocks_from_samples
+
+# What Prometheus asks for, minus protobuf and OpenMetrics: plain text is what every exporter serves.
+ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+MAX_BODY_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An exporter endpoint; ``labels`` are added to every sample (Prometheus static_configs labels)."""
+
+    url: str
+    job: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def instance(self) -> str:
+        """``host:port`` of the URL, the port filled in from the scheme as Prometheus does."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return f"{host}:{port}"
+
+    def target_labels(self) -> dict[str, str]:
+        """Labels put on every series of this target: ``instance``, ``job`` (if any), then ``labels``."""
+        out = {"instance": self.instance()}
+        if self.job:
+            out["job"] = self.job
+        out.update(self.labels)
+        return {k: v for k, v in out.items() if v}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetResult:
+    """How one target's scrape went."""
+
+    target: Target
+    up: bool
+    timestamp: float  # scrape start, epoch seconds
+    duration: float  # seconds
+    samples: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeResult:
+    """Blocks of all targets (their own samples plus ``up`` and co.), per-target outcomes, problems."""
+
+    blocks: list[SeriesBlock]
+    targets: list[TargetResult]
+    problems: ProblemLog
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    started: float
+    duration: float
+    body: bytes | None
+    error: str | None
+
+
+def scrape(
+    targets: Sequence[Target],
+    *,
+    timeout: float = 10.0,
+    concurrency: int = 32,
+    problems: ProblemLog | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ScrapeResult:
+    """Scrape every target once, concurrently; never raises for a target that fails."""
+    problems = problems if problems is not None else ProblemLog()
+    blocks: list[SeriesBlock] = []
+    results: list[TargetResult] = []
+    if not targets:
+        return ScrapeResult(blocks, results, problems)
+    hdrs = {"Accept": ACCEPT, "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout:g}", **(headers or {})}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    with (
+        httpx.Client(timeout=timeout, headers=hdrs, limits=limits, follow_redirects=True) as client,
+        ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(targets)))) as pool,
+    ):
+        fetched = pool.map(lambda t: _fetch(client, t.url), targets)
+        for target, got in zip(targets, fetched, strict=True):
+            own, result = _target_blocks(target, got, problems)
+            blocks.extend(own)
+            results.append(result)
+            blocks.extend(_health_blocks(result))
+    return ScrapeResult(blocks, results, problems)
+
+
+def _fetch(client: httpx.Client, url: str) -> _Fetched:
+    started, t0 = time.time(), time.perf_counter()
+    try:
+        with client.stream("GET", url) as resp:
+            if resp.status_code != 200:
+                return _Fetched(started, time.perf_counter() - t0, None, f"HTTP {resp.status_code}")
+            chunks, size = [], 0
+            for chunk in resp.iter_bytes():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    return _Fetched(started, time.perf_counter() - t0, None, f"body over {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
+    except httpx.HTTPError as exc:
+        return _Fetched(started, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc or 'no detail'}")
+    return _Fetched(started, time.perf_counter() - t0, b"".join(chunks), None)
+
+
+def _target_blocks(target: Target, got: _Fetched, problems: ProblemLog) -> tuple[list[SeriesBlock], TargetResult]:
+    if got.body is None:
+        problems.add(target.url, f"scrape failed: {got.error}")
+        return [], TargetResult(target, False, got.started, got.duration, 0, got.error)
+    before = len(problems)
+    parser = ExpositionParser(target.url, strict=False, problems=problems)
+    parsed = list(blocks_from_samples(parser.parse_text(got.body), parser.declared_type, got.started))
+    if not parsed and len(problems) > before:
+        error = f"no samples parsed ({len(problems) - before} problems): not a metrics exposition"
+        problems.add(target.url, error)
+        return [], TargetResult(target, False, got.started, got.duration, 0, error)
+    tl = target.target_labels()
+    blocks = [SeriesBlock(_relabel(b.key, tl), b.timestamps, b.values, b.mtype) for b in parsed]
+    return blocks, TargetResult(target, True, got.started, got.duration, sum(len(b) for b in blocks))
+
+
+def _relabel(key: SeriesKey, target_labels: Mapping[str, str]) -> SeriesKey:
+    """Target labels win; the sample's own clashing labels become ``exported_<name>`` (honor_labels: false).
+
+    Empty label values are dropped, as Prometheus drops them on ingestion, so a scraped series has
+    the same key as the one read back from a TSDB.
+    """
+    labels = {k: v for k, v in key.labels if v}
+    for name in target_labels:
+        if name in labels:
+            renamed = "exported_" + name
+            while renamed in labels or renamed in target_labels:  # first free name, as Prometheus picks
+                renamed = "exported_" + renamed
+            labels[renamed] = labels.pop(name)
+    labels.update(target_labels)
+    return SeriesKey(key.name, labels_of(labels))
+
+
+def _health_blocks(result: TargetResult) -> Iterator[SeriesBlock]:
+    """``up``, ``scrape_duration_seconds`` and ``scrape_samples_scraped`` at the scrape time."""
+    labels = labels_of(result.target.target_labels())
+    ts = np.array([result.timestamp])
+    for name, value in (
+        ("up", 1.0 if result.up else 0.0),
+        ("scrape_duration_seconds", result.duration),
+        ("scrape_samples_scraped", float(result.samples)),
+    ):
+        yield SeriesBlock(SeriesKey(name, labels), ts, np.array([value]), "gauge")

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from peerwatch.model import ProblemLog, SeriesBlock, SeriesKey
+from peerwatch.sources.replay import detect_format, read_recording, read_vm_jsonl, write_vm_jsonl
+
+T0 = 1_764_460_800.0
+
+
+def sample_blocks() -> list[SeriesBlock]:
+    rng = np.random.default_rng(7)
+    out = []
+    for node in ("gpu01", "gpu02"):
+        for gpu in ("0", "1"):
+            ts = T0 + 30.0 * np.arange(50) + rng.integers(-5, 5, 50) / 1000.0
+            vals = rng.normal(70, 3, 50).round(6)
+            out.append(SeriesBlock(SeriesKey.of("DCGM_FI_DEV_GPU_TEMP", {"Hostname": node, "gpu": gpu}), ts, vals))
+    return out
+
+
+def roundtrip(data: bytes, tmp_path: Path, name: str = "rec") -> tuple[list[SeriesBlock], ProblemLog]:
+    path = tmp_path / name
+    path.write_bytes(data)
+    problems = ProblemLog()
+    return list(read_recording(path, problems)), problems
+
+
+def jsonl(blocks: list[SeriesBlock]) -> bytes:
+    buf = io.BytesIO()
+    write_vm_jsonl(blocks, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_vm_jsonl_roundtrip_is_exact_plain_and_gzip(tmp_path: Path, compress: bool) -> None:
+    blocks = sample_blocks()
+    data = jsonl(blocks)
+    got, problems = roundtrip(gzip.compress(data) if compress else data, tmp_path, "x.json")
+    assert not problems.problems
+    assert [b.key for b in got] == [b.key for b in blocks]
+    for a, b in zip(got, blocks, strict=True):
+        np.testing.assert_array_equal(a.values, b.values)
+        np.testing.assert_array_equal(np.rint(a.timestamps * 1000), np.rint(b.timestamps * 1000))
+
+
+def test_bad_lines_are_reported_by_line_and_the_rest_kept(tmp_path: Path) -> None:
+    good = jsonl(sample_blocks()[:1]).strip()
+    lines = [
+        good,
+        b"{not json",
+        b'{"metric":{"a":"b"},"values":[1],"timestamps":[1]}',  # no __name__
+        b'{"metric":{"__name__":"m"},"values":[1,2],"timestamps":[1]}',
+        b"",
+        b'{"metric":{"__name__":"m","x":"y"},"values":["NaN",null,3,"+Inf"],"timestamps":[1e12,1e12,2e12,3e12]}',
+        b'{"metric":{"__name__":"m"},"values":["abc",1],"timestamps":[1e12,2e12]}',
+        good,
+    ]
+    got, problems = roundtrip(b"\n".join(lines) + b"\n", tmp_path)
+    assert len(got) == 4
+    where = [p.where.rsplit(":", 1)[1] for p in problems]
+    assert where == ["2", "3", "4", "7"]  # special values NaN/null/+Inf are valid; "abc" is not
+    assert "2 values but 1 timestamps" in problems.problems[2].message
+    special = got[1]
+    assert np.isnan(special.values[0]) and np.isnan(special.values[1]) and special.values[2] == 3
+    assert np.isposinf(special.values[3])
+    assert np.isnan(got[2].values[0]) and got[2].values[1] == 1
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
+    data = gzip.compress(jsonl(sample_blocks() * 50))
+    got, problems = roundtrip(data[: len(data) // 2], tmp_path, "cut.jsonl.gz")
+    assert 0 < len(got) < 200
+    assert "truncated or corrupt" in problems.problems[-1].message
+
+
+def test_missing_file_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    problems = ProblemLog()
+    assert list(read_recording(tmp_path / "nope.jsonl", problems)) == []
+    assert "cannot open" in problems.problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("head", "fmt"),
+    [
+        (b'{"metric":{}}', "vm-jsonl"),
+        (b'\n  \n{"metric"', "vm-jsonl"),
+        (b"# HELP x y\n", "prometheus-text"),
+        (b"up 1 1700000000000\n", "prometheus-text"),
+        (b"", "prometheus-text"),
+    ],
+)
+def test_format_detected_from_content(head: bytes, fmt: str) -> None:
+    assert detect_format(head) == fmt
+
+
+def test_reader_accepts_any_iterable_of_lines() -> None:
+    line = orjson.dumps({"metric": {"__name__": "up", "job": "n"}, "values": [1, 0], "timestamps": [1000, 2000]})
+    (b,) = read_vm_jsonl([line], "mem", ProblemLog())
+    assert b.key == SeriesKey.of("up", {"job": "n"})
+    np.testing.assert_array_equal(b.timestamps, [1.0, 2.0])
+
+
+def test_bare_special_values_as_victoriametrics_writes_them() -> None:
+    # VictoriaMetrics 1.79 exports +Inf/-Inf/NaN unquoted: not JSON, but real files hold them.
+    line = b'{"metric":{"__name__":"m","le":"+Inf"},"values":[1,+Inf,-Inf,NaN],"timestamps":[1000,2000,3000,4000]}'
+    problems = ProblemLog()
+    (b,) = read_vm_jsonl([line], "mem", problems)
+    assert not problems.problems and b.key.get("le") == "+Inf"
+    assert b.values[0] == 1 and np.isposinf(b.values[1]) and np.isneginf(b.values[2]) and np.isnan(b.values[3])
