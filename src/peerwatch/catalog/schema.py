@@ -26,6 +26,7 @@ class Category(StrEnum):
     info = "info"  # *_info, build info, labels carried as series
     runtime = "runtime"  # Go/Python/process internals of the exporter itself
     time = "time"  # timestamps, uptime, clock offsets
+    cooling = "cooling"  # fan speeds, PWM duty, cooling-device throttle state
 
 
 class Unit(StrEnum):
@@ -42,6 +43,8 @@ class Unit(StrEnum):
     filesystem = "filesystem"
     cpu_core = "cpu_core"
     cpu_socket = "cpu_socket"
+    numa_node = "numa_node"  # per-NUMA-node memory and zone statistics
+    pci_device = "pci_device"  # a PCIe function (segment:bus:device.function)
     sensor = "sensor"  # hwmon / thermal zones
     service = "service"  # scheduler / manager level, not tied to one node
     exporter = "exporter"  # the exporter process itself
