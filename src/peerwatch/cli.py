@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 import typer
 
 from peerwatch import __version__
@@ -22,6 +25,57 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     """peerwatch command line."""
+
+
+@app.command()
+def catalog(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Recorded files or folders, a Prometheus/VictoriaMetrics URL, or an exporter's /metrics URL."
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    step: Annotated[float, typer.Option(help="Step of the alignment grid, seconds.")] = 30.0,
+    start: Annotated[
+        float | None, typer.Option(help="Start of a TSDB read, epoch seconds (default: end - 1 h).")
+    ] = None,
+    end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds (default: now).")] = None,
+    top: Annotated[int, typer.Option(help="How many of the largest families to list.")] = 25,
+) -> None:
+    """Report the metric families in INPUT: seen, active, by category and unit, series counts, unknowns.
+
+    With no INPUT, reports on the real exporter outputs bundled with peerwatch.
+    """
+    from rich.console import Console
+
+    from peerwatch.catalog.render import render_report
+    from peerwatch.catalog.report import report_inputs, report_json
+    from peerwatch.sources.inputs import bundled_samples
+
+    items = inputs or [str(p) for p in bundled_samples()]
+    report = report_inputs(items, step=step, start=start, end=end)
+    if json_out:
+        typer.echo(json.dumps(report_json(report), indent=2))
+    else:
+        render_report(report, Console(), top=top)
+    if not report.rows:
+        typer.echo("error: nothing usable was read from " + ", ".join(items), err=True)
+        raise typer.Exit(1)
+
+
+def _register_subcommands() -> None:
+    from peerwatch.act.commands import burnin_app, fleet_app
+    from peerwatch.agent.command import agent_command
+
+    app.add_typer(fleet_app, name="fleet")
+    app.add_typer(burnin_app, name="burnin")
+    app.command("agent")(agent_command)
+
+
+_register_subcommands()

@@ -117,6 +117,7 @@ class FrameBuilder:
         problems: ProblemLog | None = None,
         kind_of: Callable[[str, str | None], Kind] = declared_kind,
         node_labels: tuple[str, ...] = ("node", "hostname", "Hostname"),
+        node_labels_for: Callable[[str, tuple[str, ...]], tuple[str, ...]] | None = None,
         max_steps: int = 200_000,
         now: float | None = None,
     ) -> None:
@@ -124,6 +125,8 @@ class FrameBuilder:
         self.problems = problems if problems is not None else ProblemLog()
         self.kind_of = kind_of
         self.node_labels = node_labels
+        # Some families use a node label for something else (node_exporter's NUMA ``node``): the catalogue knows.
+        self.node_labels_for = node_labels_for or (lambda _name, labels: labels)
         self.max_steps = max_steps
         self.latest = (time.time() if now is None else now) + FUTURE_SLACK
         self.samples = 0
@@ -234,13 +237,14 @@ class FrameBuilder:
                 times = (lo + np.arange(n, dtype=np.float64)) * self.step + offs.astype(np.float64)
                 vals = counter_rates(vals, times)
             keys = tuple(rows.index)
+            node_labels = self.node_labels_for(name, self.node_labels)
             frames[name] = Frame(
                 name=name,
                 kind=kind,
                 start=lo * self.step,
                 step=self.step,
                 keys=keys,
-                nodes=tuple(node_of(dict(key.labels), self.node_labels) for key in keys),
+                nodes=tuple(node_of(dict(key.labels), node_labels) for key in keys),
                 values=vals,
                 last_seen=np.array(rows.last, dtype=np.float64),
                 declared_type=rows.declared,

@@ -1,0 +1,77 @@
+"""One entry for every command's INPUT arguments: files, folders, TSDB URLs or exporter URLs.
+
+A URL whose path ends in ``/metrics`` is an exporter and is scraped once; any other URL is a
+Prometheus-API server (Prometheus or VictoriaMetrics) read over ``[start, end]``; anything else
+is a recorded file, or a folder of them. Nothing here raises for one bad input: problems are
+collected and the other inputs are still read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from peerwatch.model import ProblemLog, SeriesBlock
+from peerwatch.sources.replay import read_recording
+
+ALL_SERIES = '{__name__=~".+"}'
+
+
+def bundled_samples() -> list[Path]:
+    """The real exporter outputs shipped with peerwatch: the embedded default input."""
+    folder = resources.files("peerwatch") / "data" / "samples"
+    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".prom"))
+
+
+def input_kind(item: str) -> str:
+    """``exporter``, ``tsdb`` or ``file`` for one INPUT argument."""
+    parts = urlsplit(item)
+    if parts.scheme in ("http", "https"):
+        return "exporter" if parts.path.rstrip("/").endswith("/metrics") else "tsdb"
+    return "file"
+
+
+def read_inputs(
+    inputs: Sequence[str],
+    problems: ProblemLog,
+    *,
+    start: float | None = None,
+    end: float | None = None,
+    matchers: Sequence[str] = (ALL_SERIES,),
+    timeout: float = 30.0,
+) -> Iterator[SeriesBlock]:
+    """Series blocks of every input in turn; TSDB reads default to the last hour."""
+    end = time.time() if end is None else end
+    start = end - 3600.0 if start is None else start
+    for item in inputs:
+        kind = input_kind(item)
+        if kind == "exporter":
+            from peerwatch.sources.scrape import Target, scrape
+
+            yield from scrape([Target(item)], timeout=timeout, problems=problems).blocks
+        elif kind == "tsdb":
+            from peerwatch.sources.tsdb import TSDBClient, TSDBError
+
+            try:
+                with TSDBClient(item, timeout=timeout, problems=problems) as client:
+                    yield from client.read(matchers, start, end)
+            except TSDBError as exc:
+                problems.add(item, str(exc))
+        else:
+            yield from _read_path(Path(item), problems)
+
+
+def _read_path(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        if not files:
+            problems.add(str(path), "folder holds no files")
+        for file in files:
+            if file.name == "labels.json":  # scenario ground truth beside a recording, not metrics
+                continue
+            yield from read_recording(file, problems)
+    else:
+        yield from read_recording(path, problems)
