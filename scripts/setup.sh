@@ -22,7 +22,10 @@ PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 stamp=.venv/.peerwatch-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # pip's own chatter goes to a log, shown only when the install fails.
+  if ! .venv/bin/python -m pip install -q -e '.[dev]' > .venv/pip.log 2>&1; then
+    cat .venv/pip.log >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
