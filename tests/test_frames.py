@@ -110,6 +110,17 @@ def test_grid_span_is_bounded() -> None:
     assert "outside a 100-step window" in str(problems.problems[0])
 
 
+def test_grid_span_keeps_the_grid_when_a_later_batch_strays() -> None:
+    problems = ProblemLog()
+    fb = FrameBuilder(30.0, problems=problems, now=NOW, max_steps=100, batch=1)
+    fb.add(block("g", [T0, T0 + 30], [1, 2], node="a"))
+    fb.add(block("g", [T0 - 30 * 300, T0 + 60], [0, 3], node="b"))
+    f = fb.build()["g"]
+    assert f.start == T0 and f.steps == 3
+    np.testing.assert_array_equal(f.values, [[1, 2, np.nan], [np.nan, np.nan, 3]])
+    assert "1 samples outside a 100-step window" in problems.problems[0].message
+
+
 def test_staleness() -> None:
     frames, _ = build(block("g", [T0], [1], node="a"), block("g", [T0 + 600], [1], node="b"))
     assert list(frames["g"].stale(at=T0 + 600)) == [True, False]
@@ -137,17 +148,20 @@ def _reference(samples: list[tuple[int, float, float]], step: float) -> dict[tup
         max_size=60,
     ),
     st.integers(1, 7),
+    st.sampled_from([1, 5, 1 << 20]),
 )
 def test_alignment_matches_a_reference_in_any_order_and_chunking(
-    raw: list[tuple[int, float, float]], chunk: int
+    raw: list[tuple[int, float, float]], chunk: int, batch: int
 ) -> None:
     # Distinct timestamps per series: equal ones have no defined winner.
     seen: set[tuple[int, float]] = set()
     samples = [(s, T0 + t, v) for s, t, v in raw if (s, t) not in seen and not seen.add((s, t))]  # type: ignore[func-returns-value]
-    fb = FrameBuilder(30.0, now=NOW)
+    fb = FrameBuilder(30.0, now=NOW, batch=batch)
     for i in range(0, len(samples), chunk):
-        for s, t, v in samples[i : i + chunk]:
-            fb.add(block("g", [t], [v], series=str(s)))
+        part = samples[i : i + chunk]
+        for s in {s for s, _, _ in part}:
+            mine = [(t, v) for s2, t, v in part if s2 == s]
+            fb.add(block("g", [t for t, _ in mine], [v for _, v in mine], series=str(s)))
     f = fb.build()["g"]
     expected = _reference(samples, 30.0)
     k0 = round(f.start / 30.0)

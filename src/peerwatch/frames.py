@@ -62,43 +62,43 @@ class Frame:
 
 @dataclass
 class _Rows:
-    """Growable aligned storage of one metric: values and the sample's offset within its step."""
+    """Growable aligned storage of one metric: values and the sample's offset within its step.
 
-    k0: int
-    vals: FloatArray
-    offs: npt.NDArray[np.float32]  # sample time minus step time, in (-step, 0]; NaN = empty cell
+    Blocks wait in ``pending`` and are written in batches, so the per-block cost is a few list
+    appends and the numpy work is done once per batch for many series at a time.
+    """
+
+    k0: int | None = None
+    vals: FloatArray = field(default_factory=lambda: np.full((0, 0), np.nan))
+    offs: npt.NDArray[np.float32] = field(default_factory=lambda: np.full((0, 0), np.nan, dtype=np.float32))
     last: list[float] = field(default_factory=list)
     index: dict[SeriesKey, int] = field(default_factory=dict)
     declared: str | None = None
+    pending: list[tuple[int, FloatArray, FloatArray]] = field(default_factory=list)
 
     def row(self, key: SeriesKey) -> int:
         r = self.index.get(key)
         if r is None:
             r = self.index[key] = len(self.index)
             self.last.append(-np.inf)
-            if r >= self.vals.shape[0]:
-                self._resize(rows=max(8, 2 * self.vals.shape[0]))
         return r
 
-    def cover(self, kmin: int, kmax: int) -> None:
-        """Make room for steps ``kmin..kmax``, at least doubling on the side that grows."""
-        width = self.vals.shape[1]
-        lo, hi = self.k0, self.k0 + width
+    def reserve(self, kmin: int, kmax: int) -> None:
+        """Room for every row and for steps ``kmin..kmax``, at least doubling what grows."""
+        rows, width = self.vals.shape
+        lo, hi = (kmin, kmax + 1) if self.k0 is None else (self.k0, self.k0 + width)
         if kmin < lo:
             lo = min(kmin, lo - width)
         if kmax >= hi:
             hi = max(kmax + 1, hi + width)
-        if (lo, hi) != (self.k0, self.k0 + width):
-            self._resize(cols=(lo, hi))
-
-    def _resize(self, rows: int | None = None, cols: tuple[int, int] | None = None) -> None:
-        nrows = rows or self.vals.shape[0]
-        lo, hi = cols or (self.k0, self.k0 + self.vals.shape[1])
+        nrows = max(rows, 8) if len(self.index) <= rows else max(len(self.index), 2 * rows)
+        if (lo, hi, nrows) == (self.k0, self.k0 + width if self.k0 is not None else None, rows):
+            return
         vals = np.full((nrows, hi - lo), np.nan)
         offs = np.full((nrows, hi - lo), np.nan, dtype=np.float32)
-        r, c = self.vals.shape
-        vals[:r, self.k0 - lo : self.k0 - lo + c] = self.vals
-        offs[:r, self.k0 - lo : self.k0 - lo + c] = self.offs
+        if self.k0 is not None:
+            vals[:rows, self.k0 - lo : self.k0 - lo + width] = self.vals
+            offs[:rows, self.k0 - lo : self.k0 - lo + width] = self.offs
         self.k0, self.vals, self.offs = lo, vals, offs
 
 
@@ -120,6 +120,7 @@ class FrameBuilder:
         node_labels_for: Callable[[str, tuple[str, ...]], tuple[str, ...]] | None = None,
         max_steps: int = 200_000,
         now: float | None = None,
+        batch: int = 1 << 20,
     ) -> None:
         self.step = float(step)
         self.problems = problems if problems is not None else ProblemLog()
@@ -129,7 +130,9 @@ class FrameBuilder:
         self.node_labels_for = node_labels_for or (lambda _name, labels: labels)
         self.max_steps = max_steps
         self.latest = (time.time() if now is None else now) + FUTURE_SLACK
+        self.batch = batch
         self.samples = 0
+        self._pending = 0
         self._metrics: dict[str, _Rows] = {}
         self._kmin: int | None = None
         self._kmax: int | None = None
@@ -140,91 +143,116 @@ class FrameBuilder:
         return self
 
     def add(self, block: SeriesBlock) -> None:
-        ts, vals = block.timestamps, block.values
-        if ts.size == 0:
+        if not len(block):
             return
-        ok = (ts >= EARLIEST_TS) & (ts <= self.latest)  # False for NaN too
-        finite = np.isfinite(vals)
-        if not (ok.all() and finite.all()):
-            ts, vals = self._clean(block.key, ts, vals, ok, finite)
-            if ts.size == 0:
-                return
+        rows = self._metrics.get(block.key.name)
+        if rows is None:
+            rows = self._metrics[block.key.name] = _Rows()
+        if rows.declared is None and block.mtype:
+            rows.declared = block.mtype
+        rows.pending.append((rows.row(block.key), block.timestamps, block.values))
+        self._pending += len(block)
+        if self._pending >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every pending block onto the grid."""
+        for name, rows in self._metrics.items():
+            if rows.pending:
+                self._write(name, rows)
+        self._pending = 0
+
+    def _write(self, name: str, rows: _Rows) -> None:
+        row_ids = np.array([r for r, _, _ in rows.pending], dtype=np.int64)
+        lengths = np.array([len(t) for _, t, _ in rows.pending], dtype=np.int64)
+        ts = np.concatenate([t for _, t, _ in rows.pending])
+        vals = np.concatenate([v for _, _, v in rows.pending])
+        rows.pending.clear()
+        row = np.repeat(row_ids, lengths)
+        keep = (ts >= EARLIEST_TS) & (ts <= self.latest) & np.isfinite(vals)  # NaN: staleness marker or gap
+        if not keep.all():
+            self._report(rows, row, ts, vals)
+            row, ts, vals = row[keep], ts[keep], vals[keep]
         k = np.ceil(ts / self.step).astype(np.int64)
-        k, ts, vals = self._within_span(block.key, k, ts, vals)
-        if k.size > 1:
-            if not (ts[1:] >= ts[:-1]).all():
-                order = np.lexsort((ts, k))
-                k, ts, vals = k[order], ts[order], vals[order]
-            last = np.ones(k.size, dtype=np.bool_)  # the last sample of each step wins
-            np.not_equal(k[1:], k[:-1], out=last[:-1])
-            if not last.all():
-                k, ts, vals = k[last], ts[last], vals[last]
-        if k.size:
-            self._write(block, k, ts, vals)
+        fits = self._span(k)
+        if not fits.all():
+            bad = np.unique(row[~fits])
+            self.problems.add(
+                f"{name} ({len(bad)} series)",
+                f"{int((~fits).sum())} samples outside a {self.max_steps}-step window dropped",
+            )
+            row, ts, vals, k = row[fits], ts[fits], vals[fits], k[fits]
+        if not k.size:
+            return
+        rows.reserve(int(k.min()), int(k.max()))
+        assert rows.k0 is not None
+        width = rows.vals.shape[1]
+        cell = row * width + (k - rows.k0)
+        # Stable sort keeps arrival order within a cell; runs of sorted blocks make it near-linear.
+        order = np.argsort(cell, kind="stable")
+        cell, ts, vals = cell[order], ts[order], vals[order]
+        last = np.ones(cell.size, dtype=np.bool_)
+        np.not_equal(cell[1:], cell[:-1], out=last[:-1])
+        if not last.all():  # several samples in one step: the latest wins, whatever the arrival order
+            last = _latest_in_runs(cell, ts)
+            cell, ts, vals = cell[last], ts[last], vals[last]
+        offs = (ts - (cell % width + rows.k0) * self.step).astype(np.float32)
+        flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
+        held = flat_offs[cell]
+        newer = np.isnan(held) | (offs >= held)  # a sample older than the one held loses
+        flat_vals[cell[newer]] = vals[newer]
+        flat_offs[cell[newer]] = offs[newer]
+        # The newest sample of each row is the last of its run of cells.
+        row_of = cell // width
+        ends = np.ones(row_of.size, dtype=np.bool_)
+        np.not_equal(row_of[1:], row_of[:-1], out=ends[:-1])
+        for r, t in zip(row_of[ends].tolist(), ts[ends].tolist(), strict=True):
+            rows.last[r] = max(rows.last[r], t)
+        self.samples += int(ts.size)
 
-    def _clean(
-        self, key: SeriesKey, ts: FloatArray, vals: FloatArray, ok: npt.NDArray[np.bool_], finite: npt.NDArray[np.bool_]
-    ) -> tuple[FloatArray, FloatArray]:
-        if not ok.all():
-            self.problems.add(str(key), f"{int((~ok).sum())} samples with impossible timestamps dropped")
-        infinite = int(np.isinf(vals).sum())
-        if infinite:
-            self.problems.add(str(key), f"{infinite} infinite values kept as missing")
-        keep = ok & finite  # NaN values are staleness markers or gaps: missing, not data
-        return ts[keep], vals[keep]
+    def _report(self, rows: _Rows, row: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray) -> None:
+        keys = list(rows.index)
+        for what, bad in (
+            ("samples with impossible timestamps dropped", ~((ts >= EARLIEST_TS) & (ts <= self.latest))),
+            ("infinite values kept as missing", np.isinf(vals)),
+        ):
+            if bad.any():
+                ids, counts = np.unique(row[bad], return_counts=True)
+                for r, n in zip(ids.tolist(), counts.tolist(), strict=True):
+                    self.problems.add(str(keys[r]), f"{n} {what}")
 
-    def _within_span(
-        self, key: SeriesKey, k: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray
-    ) -> tuple[npt.NDArray[np.int64], FloatArray, FloatArray]:
+    def _span(self, k: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Which steps fit in ``max_steps`` next to the grid so far; the grid grows to hold them."""
         lo = int(k.min()) if self._kmin is None else min(self._kmin, int(k.min()))
         hi = int(k.max()) if self._kmax is None else max(self._kmax, int(k.max()))
         if hi - lo < self.max_steps:
             self._kmin, self._kmax = lo, hi
-            return k, ts, vals
-        # Keep the samples that fit next to what is already there; the grid starts at the first data seen.
-        base = int(k.min()) if self._kmin is None else self._kmin
-        fits = (k >= base) & (k < base + self.max_steps)
-        if self._kmax is not None:
-            fits &= k > self._kmax - self.max_steps
-        self.problems.add(str(key), f"{int((~fits).sum())} samples outside a {self.max_steps}-step window dropped")
-        k, ts, vals = k[fits], ts[fits], vals[fits]
-        if k.size:
-            self._kmin = min(base, int(k.min()))
-            self._kmax = max(self._kmax if self._kmax is not None else int(k.max()), int(k.max()))
-        return k, ts, vals
-
-    def _write(self, block: SeriesBlock, k: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray) -> None:
-        rows = self._metrics.get(block.key.name)
-        if rows is None:
-            width = max(16, int(k[-1] - k[0]) + 1)
-            rows = self._metrics[block.key.name] = _Rows(
-                int(k[0]), np.full((8, width), np.nan), np.full((8, width), np.nan, dtype=np.float32)
-            )
-        if rows.declared is None and block.mtype:
-            rows.declared = block.mtype
-        r = rows.row(block.key)
-        rows.cover(int(k[0]), int(k[-1]))
-        offs = (ts - k * self.step).astype(np.float32)
-        a, b = int(k[0]) - rows.k0, int(k[-1]) - rows.k0 + 1
-        # Blocks usually cover consecutive steps: slices are much cheaper than fancy indexing.
-        cols: slice | npt.NDArray[np.int64] = slice(a, b) if b - a == k.size else k - rows.k0
-        held = rows.offs[r, cols]
-        newer = np.isnan(held) | (offs >= held)  # out-of-order input: the later sample still wins
-        if newer.all():
-            rows.vals[r, cols], rows.offs[r, cols] = vals, offs
+            return np.ones(k.size, dtype=np.bool_)
+        # Keep the max_steps-wide window holding the most samples (and all of the grid so far).
+        ks = np.sort(k)
+        if self._kmin is None or self._kmax is None:
+            starts = np.unique(ks)
         else:
-            at = (np.arange(a, b) if isinstance(cols, slice) else cols)[newer]
-            rows.vals[r, at], rows.offs[r, at] = vals[newer], offs[newer]
-        rows.last[r] = max(rows.last[r], float(ts[-1]))
-        self.samples += int(ts.size)
+            starts = np.unique(np.clip(ks, self._kmax - self.max_steps + 1, self._kmin))
+        counts = np.searchsorted(ks, starts + self.max_steps) - np.searchsorted(ks, starts)
+        first = int(starts[int(np.argmax(counts))])
+        fits = (k >= first) & (k < first + self.max_steps)
+        if fits.any():
+            kept = k[fits]
+            self._kmin = int(kept.min()) if self._kmin is None else min(self._kmin, int(kept.min()))
+            self._kmax = int(kept.max()) if self._kmax is None else max(self._kmax, int(kept.max()))
+        return fits
 
     def build(self) -> dict[str, Frame]:
         """Frames of everything added, all on one grid from the first to the last step seen."""
+        self.flush()
         if self._kmin is None or self._kmax is None:
             return {}
         lo, n = self._kmin, self._kmax - self._kmin + 1
         frames: dict[str, Frame] = {}
         for name, rows in self._metrics.items():
+            if rows.k0 is None:  # every sample was dropped
+                continue
             nrows = len(rows.index)
             vals = np.full((nrows, n), np.nan)
             offs = np.full((nrows, n), np.nan, dtype=np.float32)
@@ -250,6 +278,16 @@ class FrameBuilder:
                 declared_type=rows.declared,
             )
         return frames
+
+
+def _latest_in_runs(cell: npt.NDArray[np.int64], ts: FloatArray) -> npt.NDArray[np.int64]:
+    """Index of the sample with the largest timestamp in each run of equal cells (the last such)."""
+    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+    run = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, cell.size]))
+    best = ts == np.maximum.reduceat(ts, starts)[run]
+    cand = np.flatnonzero(best)
+    lasts = np.r_[run[cand][1:] != run[cand][:-1], True]
+    return cand[lasts]
 
 
 def counter_rates(values: FloatArray, times: FloatArray, max_gap: float = 600.0) -> FloatArray:
