@@ -1,0 +1,161 @@
+"""Fault transforms of hosts, InfiniBand, NFS, exporters and the scheduler agent."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from peerwatch.simulate.fault_kit import Ctx, Down, Edit, Effect, poisson_steps
+from peerwatch.simulate.faults import Fault
+from peerwatch.simulate.signals import Signals
+from peerwatch.simulate.targets import EXPORTER_INDEX
+
+
+def node_unreachable(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Blocked processes and I/O pressure build up; then the node stops answering every scrape."""
+    e, n = Edit(sig), f.node_index
+    fail = float(f.failure_ts or f.end_ts)
+    rise = c.ramp(f.onset_ts, fail) * c.window(f.onset_ts, fail)
+    e["procs_blocked"][n] += np.rint(rise * c.rng.uniform(10, 30))
+    e["psi_io"][n] += 0.6 * rise
+    e["load1"][n] += 25.0 * rise
+    e["mem_avail"][n] -= 0.1 * c.layout.spec.hardware.mem_bytes * rise
+    return e.effect(downs=(Down(n, None, c.k(fail)),))
+
+
+def performance_degradation(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Every GPU of the node clocks ~12% lower with no throttle reason; the node does less work."""
+    e, n = Edit(sig), f.node_index
+    on = c.window(f.onset_ts, f.end_ts)
+    busy = e["sm_clock"][n, :, on] > 1000
+    e["sm_clock"][n, :, on] = np.where(
+        busy, np.rint(e["sm_clock"][n, :, on] * 0.88 / 15.0) * 15.0, e["sm_clock"][n, :, on]
+    )
+    e["tensor_active"][n, :, on] *= 0.9
+    e["power"][n, :, on] *= 0.92
+    e["ib_rx"][n, :, on] *= 0.93
+    e["ib_tx"][n, :, on] *= 0.93
+    return e.effect()
+
+
+def straggler(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """A stray host process starves the data loader: CPU and load up, the node's GPUs idle in gaps."""
+    e, n = Edit(sig), f.node_index
+    on = c.window(f.onset_ts, f.end_ts)
+    rise = c.ramp(f.onset_ts, f.onset_ts + 120.0) * on
+    cnt = int(on.sum())
+    e["cpu_user"][n] += 0.35 * rise
+    e["procs_running"][n] += np.rint(45.0 * rise)
+    e["load1"][n] += 45.0 * rise
+    e["ctxt"][n] *= 1.0 + 0.8 * rise
+    gpus = e["util"].shape[1]
+    e["tensor_active"][n, :, on] *= c.rng.uniform(0.75, 0.85, (cnt, gpus))
+    e["util"][n, :, on] = np.clip(e["util"][n, :, on] - np.rint(c.rng.normal(8.0, 4.0, (cnt, gpus))), 0, 100)
+    e["pcie_rx"][n, :, on] *= 0.7
+    return e.effect()
+
+
+def nic_dropout(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Symbol errors and link recoveries, then the IB port goes down and carries nothing."""
+    e, n, p = Edit(sig), f.node_index, f.port
+    fail = float(f.failure_ts or f.end_ts)
+    pre = c.window(f.onset_ts, fail)
+    rise = c.ramp(f.onset_ts, fail) * pre
+    e["ib_symbol"][n, p] += poisson_steps(c, 20.0 * rise)
+    e["ib_recovery"][n, p] += poisson_steps(c, 0.5 * rise)
+    e["ib_rcv_err"][n, p] += poisson_steps(c, 5.0 * rise)
+    after = c.window(fail)
+    e["ib_downed"][n, p, c.k(f.onset_ts + 0.5 * (fail - f.onset_ts))] += 1.0  # it went down once and came back
+    e["ib_downed"][n, p, c.k(fail)] += 1.0
+    e["ib_state"][n, p, after] = 1.0  # DOWN
+    e["ib_phys"][n, p, after] = 2.0  # Polling
+    e["ib_rx"][n, p, after] = 0.0
+    e["ib_tx"][n, p, after] = 0.0
+    return e.effect()
+
+
+def ib_link_flap(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """The port goes down and up every few minutes; most flaps fall between scrapes (state still ACTIVE)."""
+    e, n, p = Edit(sig), f.node_index, f.port
+    on = c.window(f.onset_ts, f.end_ts)
+    flaps = c.bursts(f.onset_ts, f.end_ts, (180.0, 600.0))
+    cnt = int(flaps.sum())
+    e["ib_downed"][n, p, flaps] += 1.0
+    e["ib_recovery"][n, p, flaps] += c.rng.integers(1, 4, cnt)
+    e["ib_symbol"][n, p] += poisson_steps(c, 2.0 * on + 200.0 * flaps)
+    e["ib_rcv_err"][n, p] += poisson_steps(c, 30.0 * flaps)
+    seen = flaps & (c.rng.random(c.grid.steps) < 0.5)
+    e["ib_state"][n, p, seen] = 1.0
+    e["ib_phys"][n, p, seen] = 2.0
+    e["ib_rx"][n, p, flaps] *= 0.1
+    e["ib_tx"][n, p, flaps] *= 0.1
+    return e.effect()
+
+
+def nfs_client(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Requests wait in this client's own RPC queue (slots, CPU); server RTT is normal."""
+    e, n, m = Edit(sig), f.node_index, f.mount
+    on = c.window(f.onset_ts, f.end_ts)
+    e["nfs_queue"][n, m, :, on] *= c.rng.uniform(30.0, 80.0)
+    e["nfs_ops"][n, m, :, on] *= 0.7
+    e["procs_blocked"][n, on] += 6.0
+    e["psi_io"][n, on] += 0.3
+    e["cpu_iowait"][n, on] += 0.02
+    return e.effect()
+
+
+def nfs_network(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """This node's path to the filers is lossy: long round trips, retransmissions, NIC errors."""
+    e, n = Edit(sig), f.node_index
+    on = c.window(f.onset_ts, f.end_ts)
+    e["nfs_rtt"][n, :, :, on] *= c.rng.uniform(5.0, 15.0)
+    e["nfs_retrans"][n, on] = c.rng.uniform(2.0, 10.0, int(on.sum()))
+    e["tcp_retrans"][n, on] *= 50.0
+    e["net_err"][n, 0] += poisson_steps(c, 3.0 * on)
+    e["net_drop"][n, 0] += poisson_steps(c, 5.0 * on)
+    timeouts = e["nfs_timeouts"]
+    timeouts[n] += c.rng.poisson(0.02 * on, timeouts[n].shape)
+    return e.effect()
+
+
+def nfs_storage(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """The filer behind one mount is slow for everyone, far beyond a routine storage slowdown."""
+    e, m = Edit(sig), f.mount
+    on = c.window(f.onset_ts, f.end_ts)
+    e["nfs_rtt"][:, m, :, on] *= c.rng.uniform(20.0, 40.0)
+    timeouts = e["nfs_timeouts"]
+    timeouts[:, m] += c.rng.poisson(0.05 * on, timeouts[:, m].shape)
+    e["procs_blocked"][:, on] += 3.0
+    return e.effect()
+
+
+def exporter_down(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """The node's dcgm-exporter stops answering (``up`` = 0); everything else reports."""
+    return Effect({}, downs=(Down(f.node_index, EXPORTER_INDEX["dcgm"], c.k(f.onset_ts), c.k(f.end_ts)),))
+
+
+def memory_pressure(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Host memory runs low: available memory falls, page-outs, swap-outs and memory stalls rise."""
+    e, n = Edit(sig), f.node_index
+    on = c.window(f.onset_ts, f.end_ts)
+    rise = c.ramp(f.onset_ts, f.onset_ts + 600.0) * on
+    total = c.layout.spec.hardware.mem_bytes
+    e["mem_avail"][n] = e["mem_avail"][n] * (1 - rise) + rise * total * c.rng.uniform(0.01, 0.03, c.grid.steps)
+    e["mem_cached"][n] *= 1.0 - 0.8 * rise
+    e["psi_mem"][n] += 0.3 * rise
+    e["pgmajfault"][n] *= 1.0 + 100.0 * rise
+    e["pswpout"][n] += 5000.0 * rise
+    e["pgpgout"][n] += 200_000.0 * rise
+    e["procs_blocked"][n] += np.rint(8.0 * rise)
+    return e.effect()
+
+
+def scheduler_agent(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """The agent itself is stuck: task backlog, its CPU at 100%, RSS growing; GPUs are fine."""
+    e, n = Edit(sig), f.node_index
+    on = c.window(f.onset_ts, f.end_ts)
+    rise = c.ramp(f.onset_ts, f.onset_ts + 300.0) * on
+    e["agent_tasks"][n] += np.rint(rise * c.rng.uniform(300, 700))
+    e["agent_cpu"][n] = e["agent_cpu"][n] * (1 - rise) + rise * np.clip(c.rng.normal(99, 2, c.grid.steps), 90, 100)
+    e["agent_rss"][n] += rise * 2e9
+    e["agent_stat_s"][n] *= 1.0 + 60.0 * rise
+    return e.effect()

@@ -1,0 +1,124 @@
+"""The public scenario set: what ``peerwatch simulate --scenarios DIR`` writes and detection is scored on.
+
+- ``healthy_long``: the reference cluster for 12 h with every benign event and no fault (any alarm is false).
+- ``single_<kind>``: each fault kind alone on a 16-node cluster (2 h; 6 h for ECC, whose precursor takes hours).
+- ``reference_mix``: the reference cluster, 6 h, concurrent faults of the observed mix on different nodes.
+- ``cascade``: one GPU hangs; minutes later every node stalls; the first node is the cause.
+- ``mttf_day``: the reference cluster for a day with faults drawn from the published MTTF table.
+- ``scale_1000``: 1,000 nodes (8,000 GPUs) for half an hour with two faults, for scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from peerwatch.simulate.cluster import ClusterSpec, default_spec
+from peerwatch.simulate.events import Benign
+from peerwatch.simulate.faults import KINDS, FaultRequest
+from peerwatch.simulate.recording import Written, simulate, write_recording
+from peerwatch.simulate.scenario import Scenario
+
+EVERY_BENIGN = Benign(restarts=1, agent_restarts=2, remounts=1, storage_slowdowns_per_hour=0.25)
+SINGLE_HOURS = {"ecc_hbm": 6.0}
+
+
+def _single(kind: str, seed: int) -> Scenario:
+    return Scenario(
+        name=f"single_{kind}",
+        spec=default_spec(16),
+        hours=SINGLE_HOURS.get(kind, 2.0),
+        seed=seed,
+        faults=(FaultRequest(kind, at=0.6),),
+        benign=Benign(agent_restarts=1),
+        description=f"{kind} alone: {KINDS[kind].note}",
+    )
+
+
+def scenario_set(seed: int = 7) -> tuple[Scenario, ...]:
+    """Every public scenario; each derives its own seed from ``seed`` and its position."""
+    out = [
+        Scenario(
+            "healthy_long",
+            ClusterSpec(),
+            12.0,
+            seed,
+            benign=EVERY_BENIGN,
+            description="reference cluster, every benign event (checkpoints, evals, a restart, storage "
+            "slowdowns, agent restarts, a remount, a light job, exporter restarts), no fault",
+        ),
+    ]
+    out += [_single(kind, seed + 1 + i) for i, kind in enumerate(KINDS)]
+    out += [
+        Scenario(
+            "reference_mix",
+            ClusterSpec(),
+            6.0,
+            seed + 100,
+            benign=Benign(agent_restarts=1),
+            faults=(
+                FaultRequest("nvlink_xid", at=0.3),
+                FaultRequest("gpu_fallen_off_bus", at=0.75),
+                FaultRequest("ecc_hbm", at=0.55),
+                FaultRequest("nvlink_no_xid", at=0.4),
+                FaultRequest("performance_degradation", at=0.2),
+                FaultRequest("ib_link_flap", at=0.5),
+                FaultRequest("nfs_client", at=0.65),
+            ),
+            description="concurrent faults of the observed mix on different nodes of the reference cluster",
+        ),
+        Scenario(
+            "cascade",
+            ClusterSpec(),
+            3.0,
+            seed + 101,
+            faults=(FaultRequest("gpu_hang_cascade", at=0.5),),
+            description="one GPU hangs; minutes later every node stalls; the first node is the cause",
+        ),
+        Scenario(
+            "mttf_day",
+            ClusterSpec(),
+            24.0,
+            seed + 102,
+            benign=EVERY_BENIGN,
+            random_faults=True,
+            description="a day of the reference cluster with faults drawn from the published MTTF table",
+        ),
+        Scenario(
+            "scale_1000",
+            default_spec(1000),
+            0.5,
+            seed + 103,
+            faults=(FaultRequest("nvlink_xid", at=0.7), FaultRequest("ib_link_flap", at=0.3)),
+            description="1,000 nodes (8,000 GPUs) for half an hour with two faults",
+        ),
+    ]
+    return tuple(out)
+
+
+def write_scenarios(
+    out: Path,
+    names: Iterable[str] | None = None,
+    seed: int = 7,
+    compress: bool = False,
+    progress: Callable[[Scenario, Written], None] | None = None,
+) -> list[Written]:
+    """Write each scenario into ``out/<name>/`` (all of them, or those in ``names``)."""
+    scenarios = {s.name: s for s in scenario_set(seed)}
+    wanted = list(scenarios) if names is None else list(names)
+    unknown = [n for n in wanted if n not in scenarios]
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(scenarios)}")
+    written = []
+    for name in wanted:
+        result = write_recording(simulate(scenarios[name]), out / name, compress=compress)
+        written.append(result)
+        if progress is not None:
+            progress(scenarios[name], result)
+    return written
+
+
+def shrink(scenario: Scenario, nodes: int, hours: float) -> Scenario:
+    """The same scenario on a smaller cluster and shorter window (tests, quick looks)."""
+    return replace(scenario, spec=default_spec(nodes), hours=hours)
