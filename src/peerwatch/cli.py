@@ -73,11 +73,13 @@ def _register_subcommands() -> None:
     from peerwatch.act.commands import burnin_app, fleet_app
     from peerwatch.agent.command import agent_command
     from peerwatch.simulate.commands import simulate_command
+    from peerwatch.training.commands import app as training_app
 
     app.add_typer(fleet_app, name="fleet")
     app.add_typer(burnin_app, name="burnin")
     app.command("agent")(agent_command)
     app.command("simulate")(simulate_command)
+    app.add_typer(training_app, name="training")
 
 
 _register_subcommands()

@@ -1,0 +1,140 @@
+"""The hang verdict with its evidence: culprits, hosts, NCCL warnings, errors, other groups."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from peerwatch.model import ProblemLog
+from peerwatch.training.nccl import Hang, HangVerdict, RankState, decide, find_hangs, rank_states, world_size
+from peerwatch.training.nccl_logs import JobLogs, read_logdir
+
+MAX_LISTED = 16  # culprit sentences before "... and N more"
+# The remote end NCCL names: "peer 10.0.2.17<50123>", "peer gpu071", "remoteGid ::ffff:10.0.2.17".
+_PEER = re.compile(r"\b(?:peer|remoteGids?)\s*:*(?:ffff:)?([A-Za-z0-9][\w.-]*?)(?:<\d+>)?(?=[\s,;)]|$)")
+
+
+def find_culprits(logdir: Path, problems: ProblemLog, world: int | None = None) -> HangVerdict:
+    """Read LOGDIR and name the ranks and hosts the hang waited on (raises LogDirError if unusable)."""
+    return analyze(read_logdir(logdir, problems), world)
+
+
+def analyze(job: JobLogs, world: int | None = None) -> HangVerdict:
+    """Verdict for already-read logs; ``world`` overrides the world size found in them."""
+    size, source = world_size(job, world)
+    hangs = find_hangs(job)
+    world_note = (
+        f"world size {size} (from {source})"
+        if size
+        else "world size unknown: ranks that logged nothing cannot be named (give --world-size)"
+    )
+    if not hangs:
+        return HangVerdict(
+            (),
+            (),
+            None,
+            0.0,
+            (f"no NCCL watchdog timeout or pending work found in {job.files} file(s)", world_note),
+            (),
+            size,
+            source,
+        )
+    hang = hangs[0]
+    states = rank_states(job, hang, size)
+    culprits, confidence, kind = decide(states, hang, source)
+    by_rank = {s.rank: s for s in states}
+    hosts = tuple(sorted({h for r in culprits if (h := by_rank[r].host)}))
+    evidence = [_summary(hang, states)]
+    listed = [by_rank[r] for r in culprits]
+    evidence += [f"rank {s.rank} ({s.host or 'host unknown'}): {s.detail}" for s in listed[:MAX_LISTED]]
+    if len(listed) > MAX_LISTED:
+        evidence.append(f"... and {len(listed) - MAX_LISTED} more culprit rank(s)")
+    if kind == "none":
+        evidence.append(
+            "every rank reached the collective: no rank is behind; suspect the network or NCCL itself "
+            "(see the NCCL warnings) or a collective that differs between ranks"
+        )
+    elif kind in ("medium", "weak", "weak_inferred_world"):
+        evidence.append(
+            "culprits inferred from missing reports (a rank that hangs outside NCCL logs no timeout); "
+            "a log that was not collected looks the same"
+        )
+    evidence += _host_notes(states, culprits)
+    evidence += _flags(job, culprits)
+    evidence += _warnings(job)
+    evidence.append(world_note)
+    evidence += [
+        f"also PG {h.pg}{_desc(h)}: {h.reporters} rank(s) wait on SeqNum {h.seq} ({h.op or 'op unknown'})"
+        for h in hangs[1:]
+    ]
+    if job.unattributed:
+        evidence.append(f"{len(job.unattributed)} event line(s) could not be tied to a rank")
+    return HangVerdict(culprits, hosts, hang, confidence, tuple(evidence), tuple(states), size, source)
+
+
+def _desc(h: Hang) -> str:
+    return f" ({h.desc})" if h.desc else ""
+
+
+def _summary(h: Hang, states: list[RankState]) -> str:
+    waiting = sum(s.reason in ("timed_out", "waiting") for s in states)
+    timeout = f", timeout {h.timeout_ms} ms" if h.timeout_ms else ""
+    op = h.op or "op unknown"
+    return f"PG {h.pg}{_desc(h)}: {waiting} of {len(states)} rank(s) wait on SeqNum {h.seq} ({op}{timeout})"
+
+
+def _host_notes(states: list[RankState], culprits: tuple[int, ...]) -> list[str]:
+    """Hosts whose every rank is a culprit; and where culprits without a host would sit."""
+    ranks_of: dict[str, list[int]] = {}
+    for s in states:
+        if s.host:
+            ranks_of.setdefault(s.host, []).append(s.rank)
+    notes = [
+        f"all {len(ranks)} rank(s) on {host} are culprits: suspect the host itself"
+        for host, ranks in sorted(ranks_of.items())
+        if len(ranks) > 1 and set(ranks) <= set(culprits)
+    ]
+    homeless = [r for r in culprits if not any(r in ranks for ranks in ranks_of.values())]
+    sizes = Counter(len(r) for r in ranks_of.values())
+    if homeless and sizes:
+        per_host = sizes.most_common(1)[0][0]
+        # Launchers give each host a contiguous block of ranks; if every known host does, say which block.
+        blocks = all(
+            min(r) % per_host == 0 and sorted(r) == list(range(min(r), min(r) + per_host)) for r in ranks_of.values()
+        )
+        if blocks and per_host > 1:
+            for first in sorted({r - r % per_host for r in homeless}):
+                notes.append(
+                    f"ranks {first}-{first + per_host - 1} would be one host ({per_host} ranks per host) "
+                    "that left no log: find it in the job's host list"
+                )
+    return notes
+
+
+def _flags(job: JobLogs, culprits: tuple[int, ...]) -> list[str]:
+    """Errors, stuck watchdogs and GIL warnings, culprits first, a few lines only."""
+    out: list[str] = []
+    for rank in sorted(job.ranks, key=lambda r: (r not in culprits, r)):
+        for e in job.ranks[rank].events:
+            if e.kind in ("error", "watchdog_stuck", "gil"):
+                out.append(f"rank {rank} logged ({e.kind}): {e.text[:200]}")
+                break
+        if len(out) >= 5:
+            break
+    return out
+
+
+def _warnings(job: JobLogs) -> list[str]:
+    warns = [(r, e) for r, log in job.ranks.items() for e in log.events if e.kind == "nccl_warn"]
+    warns += [(-1, e) for _, e in job.unattributed if e.kind == "nccl_warn"]
+    if not warns:
+        return []
+    peers: Counter[str] = Counter()
+    for _, e in warns:
+        peers.update(set(_PEER.findall(e.text)))  # once per line
+    ranks = {r for r, _ in warns if r >= 0}
+    text = f"{len(warns)} NCCL WARN line(s) from {len(ranks)} rank(s), first: {warns[0][1].text[:160]!r}"
+    if peers:
+        text += "; peers named: " + ", ".join(f"{p} ({n}x)" for p, n in peers.most_common(3))
+    return [text]
