@@ -27,7 +27,7 @@ SIGNALS = sorted({m for k in KINDS.values() for m in k.signals})
 KIND_NAMES = sorted(KINDS)
 
 
-def _kind_of(name: str, declared: str | None) -> str:
+def _kind_of(name: str, declared: str | None, _values: object = None) -> str:
     if name in GAUGE_COUNTERS:
         return "gauge"
     if declared == "counter" or name.startswith(UNTYPED_COUNTERS):

@@ -24,7 +24,7 @@ EARLIEST_TS = 946_684_800.0  # 2000-01-01: anything older is a unit mistake, not
 FUTURE_SLACK = 86_400.0  # accept clocks up to a day ahead of ours
 
 
-def declared_kind(name: str, declared_type: str | None) -> Kind:
+def declared_kind(name: str, declared_type: str | None, values: FloatArray | None = None) -> Kind:
     """Default rule: declared counters and histogram/summary parts become rates."""
     if declared_type == "counter":
         return "rate"
@@ -105,9 +105,9 @@ class _Rows:
 class FrameBuilder:
     """Accumulates series blocks into aligned frames.
 
-    ``kind_of(name, declared_type)`` decides which metrics are counters (default: the declared
-    type; the catalogue knows better). ``max_steps`` bounds the grid so that a far-future or
-    ancient timestamp cannot blow up memory; such samples are reported and dropped.
+    ``kind_of(name, declared_type, raw_values)`` decides which metrics are counters (default: the
+    declared type; the catalogue and the values' behaviour know better). ``max_steps`` bounds the
+    grid so that an ancient timestamp cannot blow up memory; such samples are reported and dropped.
     """
 
     def __init__(
@@ -115,7 +115,7 @@ class FrameBuilder:
         step: float = 30.0,
         *,
         problems: ProblemLog | None = None,
-        kind_of: Callable[[str, str | None], Kind] = declared_kind,
+        kind_of: Callable[[str, str | None, FloatArray], Kind] = declared_kind,
         node_labels: tuple[str, ...] = ("node", "hostname", "Hostname"),
         node_labels_for: Callable[[str, tuple[str, ...]], tuple[str, ...]] | None = None,
         max_steps: int = 200_000,
@@ -260,7 +260,7 @@ class FrameBuilder:
             a, b = max(0, c0), min(n, c0 + rows.vals.shape[1])
             vals[:, a:b] = rows.vals[:nrows, a - c0 : b - c0]
             offs[:, a:b] = rows.offs[:nrows, a - c0 : b - c0]
-            kind = self.kind_of(name, rows.declared)
+            kind = self.kind_of(name, rows.declared, vals)
             if kind == "rate":
                 times = (lo + np.arange(n, dtype=np.float64)) * self.step + offs.astype(np.float64)
                 vals = counter_rates(vals, times)

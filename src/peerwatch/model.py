@@ -119,3 +119,108 @@ def node_of(labels: Mapping[str, str], node_labels: tuple[str, ...] = ("node", "
     if instance.startswith("["):  # [ipv6]:port
         return instance[1:].split("]", 1)[0]
     return instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance
+
+
+# --- detection ------------------------------------------------------------------------------
+
+DIAGNOSES = (
+    "nvlink",
+    "nvswitch",
+    "ecc_hbm",
+    "gpu_fallen_off_bus",
+    "gsp_timeout",
+    "gpu_hang",
+    "ib_link",
+    "nic_dropout",
+    "nfs_client",
+    "nfs_network",
+    "nfs_storage",
+    "pcie_downgrade",
+    "thermal_throttle",
+    "power_throttle",
+    "node_unreachable",
+    "exporter_down",
+    "performance_degradation",
+    "scheduler_agent",
+    "memory_pressure",
+    # job-level shapes of training throughput (peerwatch.training), on node "cluster"
+    "fabric_failure",
+    "gdr_misconfig",
+    "gc_stall",
+    "unknown",
+)
+"""The diagnosis vocabulary of GUIDE 3.1 (extend, never reuse a word for something else)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One observation behind a finding, as the ``analyze`` output shows it (GUIDE 3.1)."""
+
+    metric: str
+    labels: Labels
+    value: float
+    peer_median: float | None = None
+    robust_z: float | None = None
+    note: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        def num(x: float | None) -> float | None:
+            return None if x is None or x != x else round(float(x), 4)
+
+        return {
+            "metric": self.metric,
+            "labels": dict(self.labels),
+            "value": num(self.value),
+            "peer_median": num(self.peer_median),
+            "robust_z": num(self.robust_z),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A detector's verdict on one entity at one step: scored, not yet decided.
+
+    ``score`` is on a robust-z-like scale (0 normal, ~4 notable, 10+ strong) so that findings of
+    different detectors can be fused. ``signal`` names what was seen (a family, or a tag such as
+    ``xid:79`` or ``vanished``); ``hint`` is a diagnosis the detector is sure of (an XID's meaning).
+    """
+
+    ts: float
+    node: str
+    component: str
+    detector: str
+    signal: str
+    score: float
+    evidence: Evidence
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """An incident on one node and component, with its lifecycle."""
+
+    id: str
+    ts: float  # data time of the step at which it was first raised
+    node: str
+    component: str
+    diagnosis: str
+    severity: str  # warning | critical
+    score: float
+    action: str  # watch | drain | swap
+    evidence: tuple[Evidence, ...]
+    updated_ts: float
+    resolved_ts: float | None = None
+
+    def as_json(self) -> dict[str, object]:
+        """Exactly the ``peerwatch analyze`` line of GUIDE 3.1."""
+        return {
+            "ts": self.ts,
+            "node": self.node,
+            "component": self.component,
+            "diagnosis": self.diagnosis,
+            "severity": self.severity,
+            "score": round(self.score, 2),
+            "action": self.action,
+            "evidence": [e.as_json() for e in self.evidence],
+        }

@@ -92,7 +92,7 @@ def report_inputs(
     catalog = catalog if catalog is not None else Catalog.default()
     # Raw values, not rates: activity asks whether anything moved, and one snapshot has no rate.
     builder = FrameBuilder(
-        step, problems=problems, kind_of=lambda _name, _declared: "gauge", node_labels_for=catalog.node_labels
+        step, problems=problems, kind_of=lambda _name, _declared, _values: "gauge", node_labels_for=catalog.node_labels
     )
     builder.add_all(read_inputs(inputs, problems, start=start, end=end))
     frames = builder.build()
