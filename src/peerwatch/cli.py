@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -72,14 +73,45 @@ def catalog(
 def _register_subcommands() -> None:
     from peerwatch.act.commands import burnin_app, fleet_app
     from peerwatch.agent.command import agent_command
+    from peerwatch.evaluate.commands import evaluate_command
     from peerwatch.simulate.commands import simulate_command
     from peerwatch.training.commands import app as training_app
 
     app.add_typer(fleet_app, name="fleet")
     app.add_typer(burnin_app, name="burnin")
     app.command("agent")(agent_command)
+    app.command("evaluate")(evaluate_command)
     app.command("simulate")(simulate_command)
     app.add_typer(training_app, name="training")
 
 
 _register_subcommands()
+
+
+@app.command()
+def analyze(
+    inputs: Annotated[list[str], typer.Argument(help="Recorded files or folders, a TSDB URL, or exporter URLs.")],
+    out: Annotated[Path, typer.Option("--out", help="Write one JSON line per alarm here (GUIDE 3.1).")],
+    step: Annotated[float, typer.Option(help="Step of the alignment grid, seconds.")] = 30.0,
+    start: Annotated[float | None, typer.Option(help="Start of a TSDB read, epoch seconds.")] = None,
+    end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds.")] = None,
+) -> None:
+    """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
+    from rich.console import Console
+
+    from peerwatch.engine import analyze_frames, load_frames
+    from peerwatch.model import ProblemLog
+    from peerwatch.render import render_alarms
+
+    problems = ProblemLog()
+    frames = load_frames(inputs, step=step, start=start, end=end, problems=problems)
+    if not frames:
+        typer.echo("error: nothing usable was read from " + ", ".join(inputs), err=True)
+        for p in problems.problems[:10]:
+            typer.echo(f"  {p}", err=True)
+        raise typer.Exit(1)
+    alarms = analyze_frames(frames)
+    with out.open("w") as f:
+        for alarm in alarms:
+            f.write(json.dumps(alarm.as_json()) + "\n")
+    render_alarms(alarms, problems, Console(stderr=True))

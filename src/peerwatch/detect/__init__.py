@@ -1,0 +1,1 @@
+"""Detectors (scoring only) and the decision policy."""

@@ -1,0 +1,119 @@
+"""What detectors see: each frame with its catalogue row and, per series, node, component and peer key.
+
+The peer key says which series are comparable: the same metric and the same variant labels
+(CPU mode, NFS operation, interface type...), on different entities. Labels that only name the
+node, the exporter instance or the device's identity (UUID, bus id) are not part of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from peerwatch.catalog.load import Catalog
+from peerwatch.catalog.schema import Family, Unit
+from peerwatch.frames import Frame
+from peerwatch.model import FloatArray
+
+IntArray = npt.NDArray[np.int64]
+
+# Labels that identify where a series comes from, not what it measures.
+IDENTITY_LABELS = frozenset(
+    {
+        "instance", "job", "node", "hostname", "Hostname", "exported_instance", "exported_job",
+        "UUID", "uuid", "gpu_uuid", "pci_bus_id", "modelName", "model_name", "DCGM_FI_DRIVER_VERSION",
+        "DCGM_FI_PROCESS_NAME", "err_msg", "mountaddr", "agent_id", "service_group", "cpu_model",
+        "container", "namespace", "pod", "pod_uid", "firmware_version", "board_id", "hca_type",
+        "le", "quantile",
+    }
+)  # fmt: skip
+# Interfaces named per container or per job: compared as one type, never by their own name.
+_INTERFACE_TYPES = (
+    (re.compile(r"^(veth|cali|docker|br-|vxlan|flannel|cni|tap|virbr)"), "container"),
+    (re.compile(r"^lo$"), "loopback"),
+)
+
+
+# Units whose entities are only comparable to the same entity elsewhere: an IB port with the same
+# port on other nodes, a mount with the same mount, a disk with the same disk. GPUs and CPU cores
+# are all alike, and interfaces are compared by type.
+PEER_BY_ENTITY = frozenset({Unit.ib_port, Unit.nfs_mount, Unit.disk, Unit.filesystem, Unit.sensor, Unit.pci_device})
+
+
+def interface_type(device: str) -> str:
+    """``direct0`` stays itself (compared only with ``direct0``); container interfaces are one type."""
+    for pattern, kind in _INTERFACE_TYPES:
+        if pattern.match(device):
+            return kind
+    return device
+
+
+@dataclass(frozen=True, eq=False)
+class Series:
+    """One frame prepared for detection."""
+
+    frame: Frame
+    family: Family
+    node_index: IntArray  # (series,) index into Context.nodes
+    components: tuple[str, ...]
+    peer_key: IntArray  # (series,) series with equal keys are peers; -1: never compared
+
+    @property
+    def values(self) -> FloatArray:
+        return self.frame.values
+
+
+@dataclass(frozen=True, eq=False)
+class Context:
+    """Every frame on one grid, the nodes, and their workload group at each step."""
+
+    series: tuple[Series, ...]
+    nodes: tuple[str, ...]
+    start: float
+    step: float
+    steps: int
+    groups: IntArray  # (nodes, steps) workload group of each node; -1 unknown
+
+    @property
+    def timestamps(self) -> FloatArray:
+        return self.start + self.step * np.arange(self.steps, dtype=np.float64)
+
+    def by_name(self) -> Mapping[str, Series]:
+        return {s.frame.name: s for s in self.series}
+
+
+def prepare(frames: Mapping[str, Frame], catalog: Catalog) -> tuple[list[Series], tuple[str, ...]]:
+    """Series of every frame with node indices, components and peer keys (not yet grouped)."""
+    nodes = sorted({n for f in frames.values() for n in f.nodes if n})
+    index = {n: i for i, n in enumerate(nodes)}
+    out = []
+    for name in sorted(frames):
+        frame = frames[name]
+        labels = frozenset(k for key in frame.keys for k, _ in key.labels)
+        family = catalog.classify(name, labels, frame.declared_type)
+        own = {alt for spec in family.entity_labels for alt in spec.split("|")}
+        by_entity = family.unit in PEER_BY_ENTITY
+        comps, keys = [], []
+        peer_keys: dict[tuple[tuple[str, str], ...], int] = {}
+        for key in frame.keys:
+            d = dict(key.labels)
+            comps.append(family.component(d))
+            variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
+            if family.unit is Unit.network_device:
+                kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")
+                variant = (*variant, ("iftype", kind))
+            keys.append(peer_keys.setdefault(variant, len(peer_keys)))
+        out.append(
+            Series(
+                frame=frame,
+                family=family,
+                node_index=np.array([index.get(n, -1) for n in frame.nodes], dtype=np.int64),
+                components=tuple(comps),
+                peer_key=np.array(keys, dtype=np.int64),
+            )
+        )
+    return out, tuple(nodes)

@@ -1,0 +1,151 @@
+"""Peer comparison: each series against the same metric on its peers, at every step.
+
+Robust z = (value - peer median) / robust scale, within the series' peer key and its node's
+workload group. The scale has floors so that a metric on which every peer agrees exactly does
+not turn a rounding difference into an alarm: 5% of the median, 5% of the metric's typical level
+so far, and half its usual spread so far (all causal). A fixed offset of one entity (a GPU that
+always runs 5 C hotter) is learnt from its own past deviations and taken out.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from peerwatch.catalog.schema import Category, Direction
+from peerwatch.detect.context import Context, IntArray, Series
+from peerwatch.detect.findings import emit
+from peerwatch.model import Finding, FloatArray
+
+COMPARED = frozenset(
+    {
+        Category.utilization,
+        Category.throughput,
+        Category.latency,
+        Category.temperature,
+        Category.power,
+        Category.clock,
+        Category.memory,
+        Category.load,
+        Category.quantity,
+        Category.cooling,
+    }
+)
+
+
+# Smallest deviation worth a z of 1, as a share of the peer median: clocks and temperatures are
+# steady across healthy peers, so a few per cent already matters; traffic and load swing more.
+REL_FLOOR = {
+    Category.clock: 0.01,
+    Category.temperature: 0.02,
+    Category.power: 0.03,
+    Category.memory: 0.02,
+    Category.utilization: 0.05,
+    Category.throughput: 0.05,
+    Category.cooling: 0.05,
+    Category.latency: 0.1,
+    Category.load: 0.1,
+    Category.quantity: 0.1,
+}
+
+
+@dataclass(frozen=True)
+class PeerSettings:
+    min_peers: int = 4  # fewer series present at a step: no comparison
+    rel_floor: float = 0.05  # for categories REL_FLOOR does not list
+    offset_window: int = 120  # steps of own history that define an entity's usual offset
+    offset_delay: int = 20  # recent steps left out of it, so a new fault is not learnt as normal
+    clip: float = 3.0  # deviations beyond this do not shift the learnt offset
+    report: float = 4.0  # scores below are not findings
+    warmup: int = 30  # first steps of a run, before usual offsets are known: no findings
+
+
+def peer_z(
+    values: FloatArray, peer_key: IntArray, groups: IntArray, settings: PeerSettings, rel_floor: float | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Robust z and peer median of every cell, NaN where the cell has too few peers."""
+    z = np.full(values.shape, np.nan)
+    med_out = np.full(values.shape, np.nan)
+    for key in np.unique(peer_key[peer_key >= 0]):
+        rows = np.flatnonzero(peer_key == key)
+        v, g = values[rows], groups[rows]
+        for group in np.unique(g[g >= 0]):
+            x = np.where(g == group, v, np.nan)
+            n = np.sum(~np.isnan(x), axis=0)
+            if not (n >= settings.min_peers).any():
+                continue
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns are expected
+                med = np.nanmedian(x, axis=0)
+                mad = 1.4826 * np.nanmedian(np.abs(x - med), axis=0)
+                level = np.nanpercentile(np.abs(x), 90, axis=0)
+            usual_level = np.fmax.accumulate(np.nan_to_num(level, nan=0.0))
+            usual_mad = _running_median_floor(mad)
+            rel = settings.rel_floor if rel_floor is None else rel_floor
+            scale = np.fmax.reduce([mad, rel * np.abs(med), rel * usual_level, 0.5 * usual_mad])
+            scale = np.where(scale > 0, scale, np.nan)
+            ok = (n >= settings.min_peers) & ~np.isnan(scale)
+            cell = (g == group) & ok
+            zz = (v - med) / scale
+            z[rows] = np.where(cell, zz, z[rows])
+            med_out[rows] = np.where(cell, med, med_out[rows])
+    return z, med_out
+
+
+def _running_median_floor(mad: FloatArray) -> FloatArray:
+    """A slow, causal estimate of the usual spread: the running mean of the MAD so far."""
+    m = np.nan_to_num(mad, nan=0.0)
+    count = np.cumsum(~np.isnan(mad))
+    return np.where(count > 0, np.cumsum(m) / np.maximum(count, 1), 0.0)
+
+
+def remove_offsets(z: FloatArray, settings: PeerSettings) -> FloatArray:
+    """z minus each series' usual deviation from its peers (causal, clipped, delayed mean)."""
+    clipped = np.clip(np.nan_to_num(z, nan=0.0), -settings.clip, settings.clip)
+    seen = (~np.isnan(z)).astype(np.float64)
+    csum = np.cumsum(clipped, axis=1)
+    ccnt = np.cumsum(seen, axis=1)
+    steps = z.shape[1]
+    hi = np.arange(steps) - settings.offset_delay  # window ends delay steps ago
+    lo = hi - settings.offset_window
+    valid = hi >= 0
+    hi_c, lo_c = np.clip(hi, 0, steps - 1), np.clip(lo, 0, steps - 1)
+    total = np.where(valid, csum[:, hi_c] - np.where(lo >= 0, csum[:, lo_c], 0.0), 0.0)
+    count = np.where(valid, ccnt[:, hi_c] - np.where(lo >= 0, ccnt[:, lo_c], 0.0), 0.0)
+    offset = np.where(count >= 10, total / np.maximum(count, 1), 0.0)
+    return z - offset
+
+
+def directional(z: FloatArray, bad: Direction) -> FloatArray:
+    if bad is Direction.up:
+        return np.fmax(z, 0.0)
+    if bad is Direction.down:
+        return np.fmax(-z, 0.0)
+    return np.abs(z)
+
+
+class PeerDetector:
+    """Scores every comparable series against its peers (GUIDE: the one that drifts is the suspect)."""
+
+    name = "peer"
+
+    def __init__(self, settings: PeerSettings | None = None) -> None:
+        self.settings = settings or PeerSettings()
+
+    def detect(self, ctx: Context) -> list[Finding]:
+        out: list[Finding] = []
+        for s in ctx.series:
+            if s.family.category not in COMPARED or s.family.bad is Direction.none:
+                continue
+            out.extend(self._series(ctx, s))
+        return out
+
+    def _series(self, ctx: Context, s: Series) -> list[Finding]:
+        groups = np.where(s.node_index[:, None] >= 0, ctx.groups[np.maximum(s.node_index, 0)], -1)
+        z, med = peer_z(s.values, s.peer_key, groups, self.settings, REL_FLOOR.get(s.family.category))
+        adj = remove_offsets(z, self.settings)
+        score = directional(adj, s.family.bad)
+        score[:, : self.settings.warmup] = 0.0
+        return emit(ctx, s, score, med, adj, self.settings.report, self.name, "vs peers")

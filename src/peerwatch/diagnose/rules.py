@@ -1,0 +1,139 @@
+"""Findings of one incident -> one failure type and the component where the cause is.
+
+Rules are data (``rules.toml``): hints of sure detectors first, then weighted votes of signals.
+The evidence is ordered cause first: findings that voted for the diagnosis lead, the rest
+(symptoms elsewhere on the node) follow.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from peerwatch.model import DIAGNOSES, Finding
+
+# Where a component is more specific than "node", it names the cause better.
+_SPECIFIC = ("gpu/", "ib/", "nfs/", "net/", "disk/", "nvswitch")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    diagnosis: str
+    signal: re.Pattern[str]
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    diagnosis: str
+    component: str
+    cause: tuple[Finding, ...]  # findings that point to the diagnosis, strongest first
+    symptoms: tuple[Finding, ...]  # the others
+
+
+@dataclass(frozen=True)
+class Diagnoser:
+    rules: tuple[Rule, ...]
+    hint_priority: tuple[str, ...]
+    nvswitch_min_gpus: int = 6
+    hint_min: float = 6.0
+
+    @classmethod
+    def default(cls) -> Diagnoser:
+        return _default()
+
+    @classmethod
+    def from_toml(cls, text: str, where: str = "rules.toml") -> Diagnoser:
+        data = tomllib.loads(text)
+        rules = []
+        for i, row in enumerate(data.get("rule", []), 1):
+            unknown = set(row) - {"diagnosis", "signal", "weight"}
+            if unknown or row.get("diagnosis") not in DIAGNOSES:
+                raise ValueError(
+                    f"{where}: rule {i}: unknown keys {sorted(unknown)} or diagnosis {row.get('diagnosis')!r}"
+                )
+            rules.append(Rule(row["diagnosis"], re.compile(row["signal"]), float(row["weight"])))
+        priority = tuple(data.get("hint_priority", ()))
+        bad = [d for d in priority if d not in DIAGNOSES]
+        if bad:
+            raise ValueError(f"{where}: hint_priority names unknown diagnoses {bad}")
+        return cls(tuple(rules), priority, int(data.get("nvswitch_min_gpus", 6)))
+
+    def diagnose(self, findings: Sequence[Finding]) -> Diagnosis:
+        """The failure type of one node's incident, from all its findings so far."""
+        nvswitch = self._nvswitch(findings)
+        if nvswitch is not None:
+            return nvswitch
+        # A hint counts once its finding is strong: one missed scrape says nothing about an exporter.
+        hinted = [f for f in findings if f.hint and f.score >= self.hint_min]
+        if hinted:
+            rank = {d: i for i, d in enumerate(self.hint_priority)}
+            best = min(hinted, key=lambda f: (rank.get(f.hint or "", len(rank)), -f.score))
+            diagnosis = best.hint or "unknown"
+            cause = [f for f in findings if f.hint == diagnosis or self._votes(f).get(diagnosis)]
+            return self._result(diagnosis, findings, cause, preferred=best.component)
+        totals: dict[str, float] = defaultdict(float)
+        for f in findings:
+            for diagnosis, weight in self._votes(f).items():
+                totals[diagnosis] += f.score * weight
+        if not totals:
+            return self._result("unknown", findings, list(findings))
+        diagnosis = max(totals, key=lambda d: totals[d])
+        return self._result(diagnosis, findings, [f for f in findings if self._votes(f).get(diagnosis)])
+
+    def _votes(self, f: Finding) -> Mapping[str, float]:
+        return _votes(self, f.signal)
+
+    def _nvswitch(self, findings: Sequence[Finding]) -> Diagnosis | None:
+        gpus = {f.component for f in findings if f.component.startswith("gpu/") and self._is_nvlink(f)}
+        if len(gpus) < self.nvswitch_min_gpus:
+            return None
+        cause = [f for f in findings if self._is_nvlink(f)]
+        return self._result("nvswitch", findings, cause, preferred="nvswitch")
+
+    def _is_nvlink(self, f: Finding) -> bool:
+        # Errors, not low bandwidth: every GPU's NVLink traffic stops when a node leaves the job.
+        return f.hint == "nvlink" or ("NVLINK" in f.signal.upper() and "ERROR" in f.signal.upper())
+
+    def _result(
+        self, diagnosis: str, findings: Sequence[Finding], cause: list[Finding], preferred: str | None = None
+    ) -> Diagnosis:
+        cause.sort(key=lambda f: -f.score)
+        ids = {id(f) for f in cause}
+        symptoms = tuple(sorted((f for f in findings if id(f) not in ids), key=lambda f: -f.score))
+        component = preferred or _component(cause or list(findings))
+        return Diagnosis(diagnosis, component, tuple(cause), symptoms)
+
+
+def _component(findings: Sequence[Finding]) -> str:
+    """The most specific component among the strongest findings (a GPU over the whole node)."""
+    scores: dict[str, float] = defaultdict(float)
+    for f in findings:
+        scores[f.component] = max(scores[f.component], f.score)
+    specific = {c: s for c, s in scores.items() if c.startswith(_SPECIFIC)}
+    pool = specific or scores
+    return max(pool, key=lambda c: pool[c]) if pool else "node"
+
+
+@cache
+def _votes_cached(rules: tuple[Rule, ...], signal: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for rule in rules:
+        if rule.signal.search(signal):
+            out[rule.diagnosis] = max(out.get(rule.diagnosis, 0.0), rule.weight)
+    return out
+
+
+def _votes(diagnoser: Diagnoser, signal: str) -> Mapping[str, float]:
+    return _votes_cached(diagnoser.rules, signal)
+
+
+@cache
+def _default() -> Diagnoser:
+    text = resources.files("peerwatch.diagnose").joinpath("rules.toml").read_text(encoding="utf-8")
+    return Diagnoser.from_toml(text)

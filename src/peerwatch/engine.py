@@ -1,0 +1,117 @@
+"""The engine: sources -> frames -> detectors -> findings -> policy and diagnosers -> alarms.
+
+Every detector is causal (a step is judged on data up to that step), so running over a whole
+recording gives the alarms a live run would have raised at each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from peerwatch.catalog.classify import observed_kind
+from peerwatch.catalog.load import Catalog
+from peerwatch.detect.cluster import ClusterDetector
+from peerwatch.detect.context import Context, prepare
+from peerwatch.detect.counters import CounterDetector
+from peerwatch.detect.groups import groups_of
+from peerwatch.detect.peer import PeerDetector
+from peerwatch.detect.policy import Policy
+from peerwatch.detect.presence import PresenceDetector
+from peerwatch.detect.states import StateDetector
+from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind
+from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
+from peerwatch.sources.inputs import read_inputs
+
+
+class Detector(Protocol):
+    name: str
+
+    def detect(self, ctx: Context) -> list[Finding]: ...
+
+
+def default_detectors() -> list[Detector]:
+    return [PeerDetector(), CounterDetector(), StateDetector(), PresenceDetector(), ClusterDetector()]
+
+
+def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray], Kind]:
+    """Counters become rates, unless their values say they already are one (a lying TYPE)."""
+
+    def kind_of(name: str, declared: str | None, values: FloatArray) -> Kind:
+        family = catalog.lookup(name)
+        mtype = declared or (family.mtype if family is not None else None)
+        if mtype is None:
+            mtype = catalog.classify(name, frozenset(), None, values).mtype
+        kind = declared_kind(name, mtype)
+        if kind == "rate" and observed_kind(values) == "gauge":
+            return "gauge"
+        return kind
+
+    return kind_of
+
+
+def context_of(frames: Mapping[str, Frame], catalog: Catalog) -> Context:
+    """Frames prepared for detection, with workload groups."""
+    series, nodes = prepare(frames, catalog)
+    any_frame = next(iter(frames.values()))
+    steps = any_frame.steps
+    return Context(
+        series=tuple(series),
+        nodes=nodes,
+        start=any_frame.start,
+        step=any_frame.step,
+        steps=steps,
+        groups=groups_of(series, len(nodes), steps),
+    )
+
+
+def detect(ctx: Context, detectors: Sequence[Detector] | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    for detector in detectors or default_detectors():
+        out.extend(detector.detect(ctx))
+    return out
+
+
+def analyze_frames(
+    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+) -> list[Alarm]:
+    """Alarms over aligned frames."""
+    if not frames:
+        return []
+    ctx = context_of(frames, catalog or Catalog.default())
+    return (policy or Policy()).decide(ctx, detect(ctx))
+
+
+def load_frames(
+    inputs: Sequence[str],
+    *,
+    step: float = 30.0,
+    start: float | None = None,
+    end: float | None = None,
+    now: float | None = None,
+    problems: ProblemLog | None = None,
+    catalog: Catalog | None = None,
+) -> dict[str, Frame]:
+    """Read INPUT arguments into frames with the catalogue's notion of counters and node identity."""
+    catalog = catalog or Catalog.default()
+    problems = problems if problems is not None else ProblemLog()
+    builder = FrameBuilder(
+        step, problems=problems, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=now
+    )
+    builder.add_all(read_inputs(inputs, problems, start=start, end=end))
+    return builder.build()
+
+
+def analyze(
+    inputs: Sequence[str],
+    *,
+    step: float = 30.0,
+    start: float | None = None,
+    end: float | None = None,
+    now: float | None = None,
+    problems: ProblemLog | None = None,
+) -> list[Alarm]:
+    """``peerwatch analyze``: alarms over recorded files, a TSDB or exporters."""
+    catalog = Catalog.default()
+    frames = load_frames(inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog)
+    return analyze_frames(frames, catalog=catalog)
