@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +17,7 @@ import numpy.typing as npt
 from peerwatch.catalog.load import Catalog
 from peerwatch.catalog.schema import Family, Unit
 from peerwatch.frames import Frame
-from peerwatch.model import FloatArray
+from peerwatch.model import FloatArray, SeriesKey
 
 IntArray = npt.NDArray[np.int64]
 
@@ -84,6 +84,44 @@ class Context:
 
     def by_name(self) -> Mapping[str, Series]:
         return {s.frame.name: s for s in self.series}
+
+
+def per_node(s: Series) -> Series:
+    """The mean over a node's entities of each variant (CPU mode across a node's cores).
+
+    Hundreds of cores per node give a noisy core a chance at every step; what a stray process or
+    a slow node changes is the node's CPU time as a whole.
+    """
+    ok = s.node_index >= 0
+    pairs = sorted({(int(n), int(k)) for n, k in zip(s.node_index[ok], s.peer_key[ok], strict=True)})
+    where = {p: i for i, p in enumerate(pairs)}
+    target = np.array([where.get((int(n), int(k)), -1) for n, k in zip(s.node_index, s.peer_key, strict=True)])
+    total = np.zeros((len(pairs), s.values.shape[1]))
+    count = np.zeros_like(total)
+    rows = target >= 0
+    present = ~np.isnan(s.values[rows])
+    np.add.at(total, target[rows], np.where(present, s.values[rows], 0.0))
+    np.add.at(count, target[rows], present)
+    with np.errstate(all="ignore"):
+        values = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    first: dict[int, int] = {}
+    for r, t in enumerate(target):
+        if t >= 0:
+            first.setdefault(int(t), r)
+    own = {alt for spec in s.family.entity_labels for alt in spec.split("|")}
+    keys = tuple(
+        SeriesKey(s.frame.name, tuple((k, v) for k, v in s.frame.keys[first[i]].labels if k not in own))
+        for i in range(len(pairs))
+    )
+    frame = replace(s.frame, keys=keys, nodes=tuple(s.frame.nodes[first[i]] for i in range(len(pairs))), values=values,
+                    last_seen=np.full(len(pairs), np.nan))  # fmt: skip
+    return Series(
+        frame=frame,
+        family=s.family,
+        node_index=np.array([n for n, _ in pairs], dtype=np.int64),
+        components=("node",) * len(pairs),
+        peer_key=np.array([k for _, k in pairs], dtype=np.int64),
+    )
 
 
 def prepare(frames: Mapping[str, Frame], catalog: Catalog) -> tuple[list[Series], tuple[str, ...]]:

@@ -1,9 +1,11 @@
 """Workload groups of nodes, from the data: the training job, idle spares, nodes on another job.
 
 Healthy peers look alike only when they do the same work, so peer comparison happens inside a
-group. A node's group follows its GPU activity over the last half hour (a causal rolling median),
-so a node that fails suddenly stays among its peers long enough to stand out, while a spare that
-has idled all along, or a node on a lighter job, forms its own group and is never a suspect.
+group. A node's group follows its GPU activity, asymmetrically: taking up work shows within a few
+minutes (a spare that joins the job or starts a lighter one moves at once), while dropping work
+takes half an hour to count (a causal rolling median), so a node that fails suddenly stays among
+its busy peers long enough to stand out. A spare that has idled all along, or a node on a
+lighter job, forms its own group and is never a suspect.
 """
 
 from __future__ import annotations
@@ -56,13 +58,14 @@ def workload_groups(
     steps: int,
     *,
     window: int = 60,
+    fast: int = 6,
     idle_below: float = 10.0,
     other_beyond: float = 30.0,
 ) -> IntArray:
     """Group of each node at each step: IDLE, MAIN (the majority of busy nodes) or OTHER."""
     if activity is None:
         return np.full((n_nodes, steps), MAIN, dtype=np.int64)
-    level = rolling_median(activity, window)
+    level = np.fmax(rolling_median(activity, window), rolling_median(activity, fast))
     # A node whose GPUs went silent keeps the group it had (it is judged by what else it reports).
     idx = np.where(~np.isnan(level), np.arange(steps), -1)
     np.maximum.accumulate(idx, axis=1, out=idx)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from peerwatch.catalog.schema import Category, Direction
-from peerwatch.detect.context import Context, IntArray, Series
+from peerwatch.catalog.schema import Category, Direction, Unit
+from peerwatch.detect.context import Context, IntArray, Series, per_node
 from peerwatch.detect.findings import emit
 from peerwatch.model import Finding, FloatArray
 
+PER_NODE = frozenset({Unit.cpu_core})  # compared as the node's mean over them
 COMPARED = frozenset(
     {
         Category.utilization,
@@ -143,6 +144,8 @@ class PeerDetector:
         return out
 
     def _series(self, ctx: Context, s: Series) -> list[Finding]:
+        if s.family.unit in PER_NODE:
+            s = per_node(s)
         groups = np.where(s.node_index[:, None] >= 0, ctx.groups[np.maximum(s.node_index, 0)], -1)
         z, med = peer_z(s.values, s.peer_key, groups, self.settings, REL_FLOOR.get(s.family.category))
         adj = remove_offsets(z, self.settings)

@@ -10,6 +10,7 @@ a hardware XID), stays one alarm while it goes on (no repeats), and resolves aft
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ from peerwatch.diagnose.actions import severity_and_action
 from peerwatch.diagnose.rules import Diagnoser
 from peerwatch.model import Alarm, Finding
 
-SURE_DETECTORS = frozenset({"state", "presence"})  # their findings are never a shared workload move
+SURE_DETECTORS = frozenset({"state", "presence"})
+NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are never a shared workload move
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,15 @@ class Policy:
             groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(ctx.groups[:, col])}
             sizes = {int(g): int(c) for g, c in zip(*np.unique(ctx.groups[:, col], return_counts=True), strict=True)}
             shared = shared_signals(step_findings, groups_at, sizes, st)
+            # While every client sees the NFS server slow, a client's own NFS trouble is that, not its own.
+            storage_down = any(f.node == "cluster" and f.hint == "nfs_storage" for f in step_findings)
             per_node: dict[str, list[Finding]] = defaultdict(list)
             for f in step_findings:
-                if (groups_at.get(f.node, -1), f.signal) not in shared:
-                    per_node[f.node].append(f)
+                if (groups_at.get(f.node, -1), f.signal) in shared:
+                    continue
+                if storage_down and f.node != "cluster" and NFS_SIGNAL.match(f.signal):
+                    continue
+                per_node[f.node].append(f)
             for node in set(per_node) | set(history) | set(open_):
                 mine = per_node.get(node, [])
                 score = fuse(mine, st.others_weight)

@@ -111,7 +111,10 @@ class Diagnoser:
 
 
 def _component(findings: Sequence[Finding]) -> str:
-    """The most specific component among the strongest findings (a GPU over the whole node)."""
+    """The most specific component among the strongest findings (a GPU over the whole node),
+    unless the cause shows on half a node's GPUs or more: then it is the node."""
+    if len({f.component for f in findings if f.component.startswith("gpu/")}) >= 4:
+        return "node"
     scores: dict[str, float] = defaultdict(float)
     for f in findings:
         scores[f.component] = max(scores[f.component], f.score)
