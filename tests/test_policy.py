@@ -104,7 +104,7 @@ def test_weak_signals_on_one_node_add_up() -> None:
         (
             [finding("n", 0, 8, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", component=f"gpu/{g}") for g in range(8)],
             "nvlink",
-            "gpu/0",
+            "node",
         ),
         # A weak hint (one missed scrape) does not decide.
         (
