@@ -164,3 +164,20 @@ def test_deterministic_and_nan_proof(make, build, culprit) -> None:  # type: ign
     assert all(np.isfinite(f.score) for f in holed)
     if make is not PresenceDetector:  # a tenth missing at random is exactly what presence must not over-read
         assert any(f.node == culprit and f.signal == signal for f in holed)
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 1.0])
+def test_column_quantile_matches_numpy_with_nan_inside(q: float) -> None:
+    import warnings
+
+    from peerwatch.detect.peer import column_quantile
+
+    rng = np.random.default_rng(int(q * 10))
+    x = rng.normal(size=(40, 25))
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[:, 3] = np.nan  # a column with nothing
+    x[1:, 4] = np.nan  # a column with one value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.nanquantile(x, q, axis=0)
+    np.testing.assert_allclose(column_quantile(x, q), want, equal_nan=True)

@@ -2,14 +2,13 @@
 
 Robust z = (value - peer median) / robust scale, within the series' peer key and its node's
 workload group. The scale has floors so that a metric on which every peer agrees exactly does
-not turn a rounding difference into an alarm: 5% of the median, 5% of the metric's typical level
-so far, and half its usual spread so far (all causal). A fixed offset of one entity (a GPU that
-always runs 5 C hotter) is learnt from its own past deviations and taken out.
+not turn a rounding difference into an alarm: a few per cent of the median and of the metric's
+largest typical magnitude so far, and half its usual spread so far (all causal). A fixed offset
+of one entity (a GPU that always runs 5 C hotter) is learnt from its own past and taken out.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,11 +76,10 @@ def peer_z(
             n = np.sum(~np.isnan(x), axis=0)
             if not (n >= settings.min_peers).any():
                 continue
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns are expected
-                med = np.nanmedian(x, axis=0)
-                mad = 1.4826 * np.nanmedian(np.abs(x - med), axis=0)
-                level = np.nanpercentile(np.abs(x), 90, axis=0)
+            with np.errstate(all="ignore"):
+                med = column_quantile(x, 0.5)
+                mad = 1.4826 * column_quantile(np.abs(x - med), 0.5)
+                level = column_quantile(np.abs(x), 0.9)
             usual_level = np.fmax.accumulate(np.nan_to_num(level, nan=0.0))
             usual_mad = _running_median_floor(mad)
             rel = settings.rel_floor if rel_floor is None else rel_floor
@@ -93,6 +91,23 @@ def peer_z(
             z[rows] = np.where(cell, zz, z[rows])
             med_out[rows] = np.where(cell, med, med_out[rows])
     return z, med_out
+
+
+def column_quantile(x: FloatArray, q: float) -> FloatArray:
+    """The q-quantile of each column over its non-NaN values (NaN where none), interpolated.
+
+    One sort per call: numpy's nanmedian and nanpercentile go column by column in Python for
+    arrays with NaNs and were most of the engine's time.
+    """
+    s = np.sort(x, axis=0)  # NaN sorts last
+    n = np.sum(~np.isnan(x), axis=0)
+    pos = q * np.maximum(n - 1, 0)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+    cols = np.arange(x.shape[1])
+    a, b = s[lo, cols], s[hi, cols]
+    out: FloatArray = np.where(n > 0, a + (b - a) * (pos - lo), np.nan)
+    return out
 
 
 def _running_median_floor(mad: FloatArray) -> FloatArray:
