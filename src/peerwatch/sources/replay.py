@@ -24,30 +24,33 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> Iterator[SeriesBlock]:
     """Series blocks from VictoriaMetrics ``/api/v1/export`` lines (timestamps in ms)."""
+    keys: dict[tuple[tuple[str, object], ...], SeriesKey] = {}  # one series comes in many lines
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        where = f"{source}:{lineno}"
         try:
             obj = _loads(line)
             metric, values, stamps = obj["metric"], obj["values"], obj["timestamps"]
             name = metric["__name__"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            problems.add(where, f"not a VictoriaMetrics export line ({type(exc).__name__}: {exc})")
+            problems.add(f"{source}:{lineno}", f"not a VictoriaMetrics export line ({type(exc).__name__}: {exc})")
             continue
         if not isinstance(name, str) or not isinstance(values, list) or not isinstance(stamps, list):
-            problems.add(where, "metric name, values or timestamps have the wrong type")
+            problems.add(f"{source}:{lineno}", "metric name, values or timestamps have the wrong type")
             continue
         if len(values) != len(stamps):
-            problems.add(where, f"{name}: {len(values)} values but {len(stamps)} timestamps")
+            problems.add(f"{source}:{lineno}", f"{name}: {len(values)} values but {len(stamps)} timestamps")
             continue
         try:
-            labels = labels_of({str(k): str(v) for k, v in metric.items()})
+            raw = tuple(metric.items())
+            key = keys.get(raw)
+            if key is None:
+                key = keys[raw] = SeriesKey(name, labels_of({str(k): str(v) for k, v in raw}))
             ts = np.array(stamps, dtype=np.float64) / 1000.0
         except (TypeError, ValueError, AttributeError):
-            problems.add(where, f"{name}: labels or timestamps are not valid")
+            problems.add(f"{source}:{lineno}", f"{name}: labels or timestamps are not valid")
             continue
-        yield SeriesBlock(SeriesKey(name, labels), ts, _floats(values, where, problems))
+        yield SeriesBlock(key, ts, _floats(values, f"{source}:{lineno}", problems))
 
 
 _SPECIAL_VALUE = re.compile(rb"(?<![\"\w.])([+-]?Inf|NaN)(?![\"\w])")
