@@ -74,6 +74,7 @@ def _register_subcommands() -> None:
     from peerwatch.act.commands import burnin_app, fleet_app
     from peerwatch.agent.command import agent_command
     from peerwatch.evaluate.commands import evaluate_command
+    from peerwatch.service.commands import demo_command, serve_command
     from peerwatch.simulate.commands import simulate_command
     from peerwatch.training.commands import app as training_app
 
@@ -81,6 +82,8 @@ def _register_subcommands() -> None:
     app.add_typer(burnin_app, name="burnin")
     app.command("agent")(agent_command)
     app.command("evaluate")(evaluate_command)
+    app.command("serve")(serve_command)
+    app.command("demo")(demo_command)
     app.command("simulate")(simulate_command)
     app.add_typer(training_app, name="training")
 

@@ -148,6 +148,8 @@ DIAGNOSES = (
     "fabric_failure",
     "gdr_misconfig",
     "gc_stall",
+    # peerwatch itself cannot see: the source is unreachable or stalled (node "peerwatch")
+    "monitoring_blind",
     "unknown",
 )
 """The diagnosis vocabulary of GUIDE 3.1 (extend, never reuse a word for something else)."""

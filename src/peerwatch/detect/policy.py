@@ -32,6 +32,9 @@ class PolicySettings:
     k: int = 6  # continuity: k of the last n steps (3 of 4 minutes, like Minder's 4-minute rule)
     n: int = 8
     immediate: float = 15.0  # a sure finding this strong opens an incident at once
+    # Error counters already integrate recurrence over their window: two increases on one entity
+    # within it (a score of 6) open at once, without a second continuity wait.
+    counter_open: float = 6.0
     close_score: float = 4.0
     quiet: int = 20  # steps below close_score before an incident resolves
     quiet_sure: int = 60  # the same after a sure hard failure: a failed node stays failed
@@ -131,7 +134,8 @@ class Policy:
                         incident.resolved = ts
                         done.append(open_.pop(node))
                     continue
-                if sure or sum(s >= st.open_score for s in history[node]) >= st.k:
+                counting = any(f.detector == "counter" and f.score >= st.counter_open for f in mine)
+                if sure or counting or sum(s >= st.open_score for s in history[node]) >= st.k:
                     hints = {f.hint for f in sure if f.hint}
                     open_[node] = _Incident(node, ts, list(mine), score, ts, hints=hints)
         done.extend(open_.values())

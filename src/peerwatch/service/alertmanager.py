@@ -1,0 +1,126 @@
+"""Alertmanager sink: every open alarm as a firing alert, every recently resolved one as resolved.
+
+Like Prometheus, the whole set is re-sent every ``resend_interval`` (and at once after a change),
+with ``endsAt`` four intervals ahead, so an Alertmanager that restarts, or a peerwatch that dies,
+heals by itself. The store is the truth; nothing is queued. Labels: ``alertname``, ``node``,
+``component``, ``diagnosis``, ``severity``, ``alarm_id`` (plus configured ones); when an alarm's
+labels change (its diagnosis settles), the old label set is sent as resolved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import httpx
+import orjson
+
+from peerwatch.service.clock import Clock
+from peerwatch.service.config import AlertmanagerConfig
+from peerwatch.service.store import Store, StoredAlarm
+
+ALERTNAME = "PeerwatchAlarm"
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    sent: int
+    error: str | None = None
+
+
+class AlertmanagerSink:
+    """Sends the store's alarms to Alertmanager's ``/api/v2/alerts``."""
+
+    def __init__(self, config: AlertmanagerConfig, clock: Clock, api_url: str | None = None) -> None:
+        self.config, self.clock, self.api_url = config, clock, api_url
+        self.url = config.url + "/api/v2/alerts"
+        self._http = httpx.Client(timeout=config.timeout)
+        self.errors = 0
+        self.sent = 0
+        self.last_error: str | None = None
+
+    def labels(self, s: StoredAlarm) -> dict[str, str]:
+        a = s.alarm
+        core = {
+            "alertname": ALERTNAME,
+            "node": a.node,
+            "component": a.component,
+            "diagnosis": a.diagnosis,
+            "severity": a.severity,
+            "alarm_id": a.id,
+        }
+        return {**self.config.labels, **core}
+
+    def annotations(self, s: StoredAlarm) -> dict[str, str]:
+        a = s.alarm
+        notes = "; ".join(e.note for e in a.evidence if e.note)
+        return {
+            "summary": f"{a.node} {a.component}: {a.diagnosis} ({a.severity}, action {a.action})",
+            "description": notes or f"score {a.score:.1f}",
+            "action": a.action,
+            "score": f"{a.score:.2f}",
+            "opened_ts": f"{a.ts:.3f}",
+            "evidence": orjson.dumps([e.as_json() for e in a.evidence]).decode(),
+        }
+
+    def alert(self, s: StoredAlarm, wall: float, labels: Mapping[str, str] | None = None) -> dict[str, object]:
+        """One alert; ``labels`` given: that (outdated) label set, sent as resolved now."""
+        starts = self.clock.wall(s.alarm.ts)
+        if labels is not None:
+            ends = wall
+        elif s.alarm.resolved_ts is None:
+            ends = wall + 4 * self.config.resend_interval
+        else:
+            ends = min(wall, self.clock.wall(s.alarm.resolved_ts))
+        body: dict[str, object] = {
+            "labels": dict(labels) if labels is not None else self.labels(s),
+            "annotations": self.annotations(s),
+            "startsAt": iso(min(starts, wall)),
+            "endsAt": iso(max(ends, min(starts, wall) + 0.001)),
+        }
+        if self.api_url:
+            body["generatorURL"] = f"{self.api_url}/api/v1/alarms/{s.id}"
+        return body
+
+    def sync(self, store: Store, wall: float | None = None) -> SyncResult:
+        """Send every open alarm and every alarm resolved in the last ``resolved_for`` seconds."""
+        wall = time.time() if wall is None else wall
+        alarms = store.alarms(resolved_wall_after=wall - self.config.resolved_for, limit=10_000)
+        alerts, changed = self._alerts(alarms, wall)
+        if not alerts:
+            return SyncResult(0)
+        try:
+            resp = self._http.post(self.url, content=orjson.dumps(alerts), headers={"Content-Type": "application/json"})
+            if resp.status_code != 200:
+                raise httpx.HTTPStatusError(
+                    f"HTTP {resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
+                )
+        except httpx.HTTPError as exc:
+            self.errors += 1
+            self.last_error = f"{self.url}: {type(exc).__name__}: {exc}"
+            return SyncResult(0, self.last_error)
+        for s in changed:
+            store.mark_sent(s.id, self.labels(s))
+        self.sent += len(alerts)
+        self.last_error = None
+        return SyncResult(len(alerts))
+
+    def _alerts(self, alarms: Sequence[StoredAlarm], wall: float) -> tuple[list[dict[str, object]], list[StoredAlarm]]:
+        alerts, changed = [], []
+        for s in alarms:
+            alerts.append(self.alert(s, wall))
+            labels = self.labels(s)
+            if s.sent_labels != labels:
+                changed.append(s)
+                if s.sent_labels:
+                    alerts.append(self.alert(s, wall, s.sent_labels))
+        return alerts, changed
+
+    def close(self) -> None:
+        self._http.close()

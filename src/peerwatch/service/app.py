@@ -1,0 +1,131 @@
+"""The HTTP API (FastAPI, OpenAPI at ``/docs`` and ``/openapi.json``): thin views over the service.
+
+Reads need nothing; anything that changes state needs ``Authorization: Bearer <token>``, and is
+refused outright when no token is configured. Every error is a :class:`ServiceError` rendered by
+one handler as ``{"error": ..., "status": ...}``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from peerwatch import __version__
+from peerwatch.service import metrics
+from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
+from peerwatch.service.runner import Service
+from peerwatch.service.views import node_views
+
+
+class Change(BaseModel):
+    """Who acknowledges or resolves an alarm, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+    by: str = Field(default="api", min_length=1, max_length=200)
+    note: str = Field(default="", max_length=2000)
+
+
+def create_app(service: Service, *, run: bool = True) -> FastAPI:
+    """The API over ``service``; with ``run`` the service's threads start and stop with the app."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if run:
+            service.start()
+        try:
+            yield
+        finally:
+            if run:
+                service.stop()
+
+    app = FastAPI(title="peerwatch", version=__version__, lifespan=lifespan)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse({"error": exc.message, "status": exc.status}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return await service_error(_, BadRequest(f"bad request: {where}"))
+
+    def token(authorization: Annotated[str | None, Header()] = None) -> None:
+        if service.token is None:
+            raise Forbidden("state changes are disabled: no api.token or api.token_file is configured")
+        scheme, _, given = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), service.token.encode()):
+            raise Unauthorized("this needs the header 'Authorization: Bearer <token>' with the configured token")
+
+    @app.get("/api/v1/alarms")
+    def list_alarms(
+        status: Literal["open", "all"] = "all",
+        node: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> dict[str, Any]:
+        """Alarms, newest first; ``status=open`` for the unresolved ones."""
+        rows = service.store.alarms(open_only=status == "open", node=node, limit=limit)
+        return {"alarms": [r.as_json() for r in rows]}
+
+    @app.get("/api/v1/alarms/{alarm_id}")
+    def get_alarm(alarm_id: str) -> dict[str, Any]:
+        """One alarm with its evidence, lifecycle and the actions taken on it."""
+        row = service.store.alarm(alarm_id)
+        if row is None:
+            raise NotFound(f"no alarm with id {alarm_id!r}")
+        return {**row.as_json(), "actions": [_action(a) for a in service.store.actions(alarm_id)]}
+
+    @app.post("/api/v1/alarms/{alarm_id}/acknowledge", dependencies=[Depends(token)])
+    def acknowledge(alarm_id: str, change: Change | None = None) -> dict[str, Any]:
+        """Mark an open alarm as seen by someone (it stays open and keeps being sent)."""
+        change = change or Change()
+        return service.store.acknowledge(alarm_id, change.by, change.note, time.time()).as_json()
+
+    @app.post("/api/v1/alarms/{alarm_id}/resolve", dependencies=[Depends(token)])
+    def resolve(alarm_id: str, change: Change | None = None) -> dict[str, Any]:
+        """Close an alarm by hand; Alertmanager is told at once. The engine never reopens it."""
+        change = change or Change()
+        row = service.store.resolve(alarm_id, change.by, change.note, service.clock.now(), time.time())
+        service.changed()
+        return row.as_json()
+
+    @app.get("/api/v1/nodes")
+    def list_nodes() -> dict[str, Any]:
+        """Every node seen, its open alarms, latest scores, lemon risk and spare-pool state."""
+        return {"nodes": node_views(service)}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def prometheus_metrics() -> PlainTextResponse:
+        """Scores, risk, open alarms and peerwatch's own health in the Prometheus text format."""
+        open_alarms = service.store.alarms(open_only=True, limit=100_000)
+        risk = metrics.node_risk(
+            service.store.alarms(limit=100_000), (n.node for n in service.store.nodes()), service.clock.now()
+        )
+        text = metrics.render(service.health, open_alarms, risk)
+        return PlainTextResponse(text, media_type=metrics.CONTENT_TYPE)
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        """200 while the service runs (blind or not: the blind alarm says so); 503 when a thread died."""
+        body = service.status()
+        return JSONResponse(body, status_code=200 if body["status"] != "failed" else 503)
+
+    @app.get("/")
+    def index() -> dict[str, Any]:
+        return {
+            "peerwatch": __version__,
+            "api": ["/api/v1/alarms", "/api/v1/alarms/{id}", "/api/v1/nodes", "/metrics", "/healthz", "/docs"],
+        }
+
+    return app
+
+
+def _action(a: Any) -> dict[str, Any]:
+    return {"wall": a.wall, "kind": a.kind, "by": a.by, "note": a.note}

@@ -1,0 +1,121 @@
+"""A rolling in-memory window of samples, fed by every fetch and read back as one block per series.
+
+Series keys are interned to integer ids, so a fetch is stored as three flat arrays (ids, times,
+values) however many series it holds; reading the window regroups them per series with one stable
+sort. A sample no newer than the newest already held for its series is dropped, so overlapping
+fetches (a TSDB read that re-reads the last steps) never double a sample.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from peerwatch.model import FloatArray, SeriesBlock, SeriesKey
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    ids: IntArray
+    ts: FloatArray
+    values: FloatArray
+    newest: float
+
+
+class SampleBuffer:
+    """Samples of the last ``span`` seconds (data time); thread-safe."""
+
+    def __init__(self, span: float) -> None:
+        self.span = span
+        self._lock = threading.Lock()
+        self._ids: dict[SeriesKey, int] = {}
+        self._keys: list[SeriesKey] = []
+        self._mtypes: list[str | None] = []
+        self._last: FloatArray = np.full(0, -np.inf)
+        self._chunks: deque[_Chunk] = deque()
+        self.newest: float | None = None  # time of the newest sample held
+
+    def add(self, blocks: Iterable[SeriesBlock]) -> int:
+        """Add the samples of ``blocks`` (those newer than what the buffer holds); returns how many."""
+        ids: list[IntArray] = []
+        ts: list[FloatArray] = []
+        vals: list[FloatArray] = []
+        with self._lock:
+            for block in blocks:
+                if not len(block):
+                    continue
+                i = self._intern(block)
+                ids.append(np.full(len(block), i, dtype=np.int64))
+                ts.append(block.timestamps)
+                vals.append(block.values)
+            if not ids:
+                return 0
+            if len(self._last) < len(self._keys):
+                self._last = np.concatenate([self._last, np.full(len(self._keys) - len(self._last), -np.inf)])
+            id_arr, ts_arr, val_arr = np.concatenate(ids), np.concatenate(ts), np.concatenate(vals)
+            keep = ts_arr > self._last[id_arr]
+            id_arr, ts_arr, val_arr = id_arr[keep], ts_arr[keep], val_arr[keep]
+            if not id_arr.size:
+                return 0
+            np.maximum.at(self._last, id_arr, ts_arr)
+            newest = float(ts_arr.max())
+            self._chunks.append(_Chunk(id_arr, ts_arr, val_arr, newest))
+            self.newest = newest if self.newest is None else max(self.newest, newest)
+            self._trim(self.newest - self.span)
+            return int(id_arr.size)
+
+    def _intern(self, block: SeriesBlock) -> int:
+        i = self._ids.get(block.key)
+        if i is None:
+            i = self._ids[block.key] = len(self._keys)
+            self._keys.append(block.key)
+            self._mtypes.append(block.mtype)
+        elif self._mtypes[i] is None and block.mtype:
+            self._mtypes[i] = block.mtype
+        return i
+
+    def _trim(self, before: float) -> None:
+        while self._chunks and self._chunks[0].newest < before:
+            self._chunks.popleft()
+
+    def blocks(self, start: float, end: float) -> Iterator[SeriesBlock]:
+        """One block per series with its samples in ``(start, end]``, in time order."""
+        with self._lock:
+            chunks = [c for c in self._chunks if c.newest > start]
+            keys, mtypes = list(self._keys), list(self._mtypes)
+        if not chunks:
+            return
+        ids = np.concatenate([c.ids for c in chunks])
+        ts = np.concatenate([c.ts for c in chunks])
+        vals = np.concatenate([c.values for c in chunks])
+        inside = (ts > start) & (ts <= end)
+        ids, ts, vals = ids[inside], ts[inside], vals[inside]
+        if not ids.size:
+            return
+        order = np.lexsort((ts, ids))
+        ids, ts, vals = ids[order], ts[order], vals[order]
+        bounds = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1], True])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            i = int(ids[a])
+            yield SeriesBlock(keys[i], ts[a:b], vals[a:b], mtypes[i])
+
+    @property
+    def series(self) -> int:
+        return len(self._keys)
+
+    @property
+    def samples(self) -> int:
+        with self._lock:
+            return sum(int(c.ids.size) for c in self._chunks)
+
+    def oldest(self) -> float | None:
+        """Time of the oldest sample still held (None when empty)."""
+        with self._lock:
+            return float(min(c.ts.min() for c in self._chunks)) if self._chunks else None

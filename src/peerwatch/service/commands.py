@@ -1,0 +1,125 @@
+"""``peerwatch serve`` and ``peerwatch demo``: parse arguments, build the service, run the HTTP server.
+
+The CLI adds them with ``app.command("serve")(serve_command)`` and ``app.command("demo")(demo_command)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from peerwatch.service.config import ServiceConfig, load_config
+from peerwatch.service.errors import ConfigError
+from peerwatch.service.runner import Service
+
+
+def run_http(service: Service, host: str, port: int) -> None:
+    """Serve the API (and run the service) until Ctrl-C or SIGTERM."""
+    import uvicorn
+
+    from peerwatch.service.app import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host=host, port=port, log_level="warning"))
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it handled, after shutting down
+        server.run()
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns everything else
+
+
+def check_source(service: Service) -> str | None:
+    """Poll the source once; the reason it is unusable, or None."""
+    fetch = service.collect()
+    if fetch.error is not None:
+        return f"source {service.source.name}: {fetch.error}"
+    if fetch.down:
+        url, why = fetch.down[0]
+        return f"source {service.source.name}: {len(fetch.down)} of {fetch.targets} targets down (first: {url}: {why})"
+    return None
+
+
+def serve_command(
+    config: Annotated[Path, typer.Option("--config", "-c", help="The YAML configuration (docs/service.md).")],
+    check: Annotated[
+        bool, typer.Option("--check", help="Validate the configuration, poll the source once, and exit.")
+    ] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run peerwatch live: evaluate every step, keep alarms in the store, serve the API, notify Alertmanager."""
+    _logging(log_level)
+    try:
+        settings = load_config(config)
+        service = Service(settings)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    problem = check_source(service)
+    if check:
+        service.store.close()
+        if problem is not None:
+            raise _fail(problem, 1)
+        typer.echo(f"ok: {config} is valid and the source answers ({service.source.name})")
+        return
+    if problem is not None:
+        typer.echo(f"warning: {problem}; serving anyway, with a 'monitoring blind' alarm until it answers", err=True)
+    typer.echo(f"peerwatch serve: API on http://{settings.api.listen}, source {service.source.name}", err=True)
+    run_http(service, settings.api.host, settings.api.port)
+
+
+def demo_command(
+    port: Annotated[int, typer.Option("--port", help="Port of the API on 127.0.0.1.")] = 8080,
+    speed: Annotated[float, typer.Option("--speed", min=1.0, help="Simulated seconds per wall second.")] = 20.0,
+    nodes: Annotated[int, typer.Option("--nodes", min=4, help="Simulated nodes.")] = 16,
+    base_port: Annotated[
+        int, typer.Option("--base-port", help="First exporter port (0: the first free range from 20000).")
+    ] = 0,
+    state: Annotated[
+        Path | None, typer.Option("--state", help="Keep the SQLite store here (default: temporary).")
+    ] = None,
+    alertmanager: Annotated[str, typer.Option("--alertmanager", help="Also send alerts to this Alertmanager.")] = "",
+) -> None:
+    """A simulated cluster, peerwatch watching it live, and the API, in one command (Ctrl-C stops)."""
+    from peerwatch.service.demo import DemoSettings, narrate, start_demo
+
+    _logging("warning")
+    logging.getLogger("peerwatch").setLevel(logging.ERROR)  # the simulator's deliberate failed scrapes
+    logging.getLogger("peerwatch.service").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message="All-NaN slice encountered")  # numpy on a vanished GPU
+    with tempfile.TemporaryDirectory(prefix="peerwatch-demo-") as tmp:
+        folder = state or Path(tmp)
+        settings = DemoSettings(port, nodes, speed, base_port=base_port, alertmanager=alertmanager or None)
+        demo = start_demo(settings, folder)
+        service = Service(demo.config, clock=demo.clock)
+        _announce(demo.config, demo.story())
+        stop = threading.Event()
+        narrator = threading.Thread(target=narrate, args=(service, typer.echo, stop), daemon=True)
+        narrator.start()
+        try:
+            run_http(service, "127.0.0.1", port)
+        finally:
+            stop.set()
+            demo.stop_exporters()
+            service.store.close()
+        typer.echo("peerwatch demo stopped")
+
+
+def _announce(config: ServiceConfig, story: str) -> None:
+    url = f"http://{config.api.listen}"
+    typer.echo(f"peerwatch demo: {story}")
+    typer.echo(f"  alarms   {url}/api/v1/alarms      nodes {url}/api/v1/nodes")
+    typer.echo(f"  metrics  {url}/metrics             API docs {url}/docs")
+    typer.echo(f"  token    {config.api.token}  (POST .../alarms/ID/acknowledge with 'Authorization: Bearer TOKEN')")
+    typer.echo("  Ctrl-C to stop")

@@ -1,0 +1,270 @@
+"""``peerwatch serve`` configuration: a typed table (pydantic), unknown keys rejected.
+
+Durations are seconds or Prometheus-style strings (``30s``, ``5m``, ``2h``, ``1h30m``). Relative
+paths are taken from the configuration file's folder. Every error names the file and the key
+path (``peerwatch.yaml: source.tsdb.url: ...``). docs/service.md documents every setting; a test
+fails when one is missing there.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from peerwatch.service.errors import ConfigError
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string such as ``90``, ``30s``, ``5m``, ``1h30m``."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like 30s, 5m, 2h")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _PART.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                raise ValueError(f"{value!r} is not a duration (use seconds or e.g. 30s, 5m, 2h, 1h30m)") from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    else:
+        raise ValueError("a duration is a number of seconds or a string like 30s, 5m, 2h")
+    if not seconds > 0:
+        raise ValueError(f"a duration must be positive, got {value!r}")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _http_url(value: str) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    return value.rstrip("/")
+
+
+HttpUrl = Annotated[str, BeforeValidator(_http_url)]
+
+
+def _local_path(value: Any, info: ValidationInfo) -> Path:
+    path = Path(value).expanduser()
+    base = (info.context or {}).get("base")
+    return path if path.is_absolute() or base is None else Path(base) / path
+
+
+class Settings(BaseModel):
+    """Base of every section: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetConfig(Settings):
+    url: HttpUrl
+    job: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+def _target(value: Any) -> Any:
+    return {"url": value} if isinstance(value, str) else value
+
+
+class ScrapeConfig(Settings):
+    targets: list[Annotated[TargetConfig, BeforeValidator(_target)]] = Field(default_factory=list)
+    file_sd: list[Path] = Field(default_factory=list)
+    timeout: Duration = 10.0
+    down_share: float = Field(default=0.5, gt=0.0, le=1.0)
+
+    @field_validator("file_sd", mode="after")
+    @classmethod
+    def _paths(cls, value: list[Path], info: ValidationInfo) -> list[Path]:
+        return [_local_path(p, info) for p in value]
+
+    @model_validator(mode="after")
+    def _some_target(self) -> ScrapeConfig:
+        if not self.targets and not self.file_sd:
+            raise ValueError("give targets, file_sd, or both")
+        return self
+
+
+class TsdbConfig(Settings):
+    url: HttpUrl
+    kind: Literal["prometheus", "victoriametrics"] | None = None
+    format: Literal["json", "csv"] = "json"
+    matchers: list[str] = Field(default_factory=lambda: ['{__name__=~".+"}'], min_length=1)
+    timeout: Duration = 30.0
+    delay: Duration = 30.0
+
+
+class SourceConfig(Settings):
+    tsdb: TsdbConfig | None = None
+    scrape: ScrapeConfig | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SourceConfig:
+        if (self.tsdb is None) == (self.scrape is None):
+            raise ValueError("give exactly one of tsdb or scrape")
+        return self
+
+    def describe(self) -> str:
+        if self.tsdb is not None:
+            return self.tsdb.url
+        assert self.scrape is not None
+        return f"{len(self.scrape.targets)} targets, {len(self.scrape.file_sd)} file_sd files"
+
+
+class StoreConfig(Settings):
+    sqlite: Path = Path("peerwatch.sqlite")
+
+    @field_validator("sqlite", mode="after")
+    @classmethod
+    def _path(cls, value: Path, info: ValidationInfo) -> Path:
+        return _local_path(value, info)
+
+
+class AlertmanagerConfig(Settings):
+    url: HttpUrl
+    resend_interval: Duration = 60.0
+    resolved_for: Duration = 900.0
+    timeout: Duration = 10.0
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ApiConfig(Settings):
+    listen: str = "127.0.0.1:8080"
+    token: str | None = None
+    token_file: Path | None = None
+    url: HttpUrl | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"listen is host:port, got {value!r}")
+        return value
+
+    @field_validator("token_file", mode="after")
+    @classmethod
+    def _token_path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _local_path(value, info)
+
+    @model_validator(mode="after")
+    def _one_token(self) -> ApiConfig:
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("give token or token_file, not both")
+        if self.token is not None and not self.token.strip():
+            raise ValueError("token is empty")
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+    def token_value(self) -> str | None:
+        """The token that state changes need (None: state changes are refused)."""
+        if self.token_file is None:
+            return self.token
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"api.token_file: cannot read {self.token_file}: {exc.strerror}") from None
+        if not token:
+            raise ConfigError(f"api.token_file: {self.token_file} is empty")
+        return token
+
+
+class ClockConfig(Settings):
+    start: float = Field(gt=946_684_800.0)
+    speed: float = Field(default=1.0, gt=0.0)
+    origin: float | None = None
+
+
+class ServiceConfig(Settings):
+    source: SourceConfig
+    step: Duration = 30.0
+    window: Duration = 7200.0
+    stale_steps: int = Field(default=3, ge=1)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    alertmanager: AlertmanagerConfig | None = None
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    node_labels: list[str] = Field(default_factory=lambda: ["node", "hostname", "Hostname"], min_length=1)
+    spares: list[str] = Field(default_factory=list)
+    clock: ClockConfig | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> ServiceConfig:
+        if self.window < 10 * self.step:
+            raise ValueError(f"window ({self.window:g}s) must hold at least 10 steps of {self.step:g}s")
+        delay = self.source.tsdb.delay if self.source.tsdb is not None else 0.0
+        if self.stale_steps * self.step <= delay + self.step:
+            raise ValueError(
+                f"stale_steps ({self.stale_steps}) x step ({self.step:g}s) must exceed source.tsdb.delay "
+                f"({delay:g}s) plus one step, or every read would look stale"
+            )
+        return self
+
+
+def config_from_dict(data: Any, where: str = "configuration", base: Path | None = None) -> ServiceConfig:
+    """Validate a parsed configuration; errors name ``where`` and each bad key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+    try:
+        return ServiceConfig.model_validate(data, context={"base": base})
+    except ValidationError as exc:
+        raise ConfigError("\n".join(f"{where}: {_path(e['loc'])}: {_message(e)}" for e in exc.errors())) from None
+
+
+def load_config(path: Path) -> ServiceConfig:
+    """Read and validate a YAML configuration file."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{at}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    return config_from_dict(data if data is not None else {}, str(path), path.resolve().parent)
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    # pydantic puts the chosen union member's name in loc (e.g. "function-before[...]"); keep keys only.
+    out = ""
+    for p in loc:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif "[" not in p and p not in ("str", "float", "int"):
+            out += f".{p}" if out else p
+    return out or "(top level)"
+
+
+def _message(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown setting"
+    if error["type"] == "missing":
+        return "required setting missing"
+    return str(error["msg"]).removeprefix("Value error, ")

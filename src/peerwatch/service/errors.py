@@ -1,0 +1,45 @@
+"""Errors of the live service, each carrying the HTTP status it maps to (one handler renders them all)."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Base class: ``status`` is the HTTP status the API answers with; the message is shown as is."""
+
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(ServiceError):
+    """A configuration that cannot be used; the message names the file and the key path."""
+
+    status = 400
+
+
+class BadRequest(ServiceError):
+    status = 400
+
+
+class Unauthorized(ServiceError):
+    """No token, or the wrong one, on a request that changes state."""
+
+    status = 401
+
+
+class Forbidden(ServiceError):
+    """State changes are refused because no token is configured."""
+
+    status = 403
+
+
+class NotFound(ServiceError):
+    status = 404
+
+
+class Conflict(ServiceError):
+    """The change does not apply to the alarm's current state (e.g. resolving a resolved alarm)."""
+
+    status = 409

@@ -1,0 +1,144 @@
+"""Where the live service gets its samples: a TSDB read step by step, or exporters scraped directly.
+
+Both fill the same :class:`SampleBuffer` and say, per attempt, up to which data time the buffer is
+complete and whether the source failed. A source never raises for a failed attempt: the failure
+is the attempt's ``error`` (the whole source) or ``down`` (single scrape targets), which the
+service turns into a "monitoring blind" alarm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from peerwatch.model import ProblemLog, SeriesBlock
+from peerwatch.service.buffer import SampleBuffer
+from peerwatch.service.clock import Clock
+from peerwatch.service.config import ScrapeConfig, TsdbConfig
+from peerwatch.service.discovery import FileDiscovery
+from peerwatch.sources.scrape import Target, scrape
+from peerwatch.sources.tsdb import TSDBClient, TSDBError
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """One collection attempt."""
+
+    at: float  # data time of the attempt
+    complete_until: float  # the buffer holds every sample up to this data time that it will get
+    samples: int  # new samples added
+    targets: int = 0  # scrape targets tried (0 for a TSDB)
+    down: tuple[tuple[str, str], ...] = ()  # (target URL, why) of failed scrapes
+    error: str | None = None  # the whole source failed
+
+
+class LiveSource(Protocol):
+    """A source the service polls once per step."""
+
+    name: str
+    catch_up: bool  # a late poll still covers its own step (each poll is one step's data)
+
+    def next_due(self, after: float) -> float:
+        """Data time of the next attempt after data time ``after``."""
+        ...
+
+    def collect(self, now: float, buffer: SampleBuffer) -> Fetch:
+        """Fetch what is new at data time ``now`` into ``buffer``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ScrapeSource:
+    """Exporters scraped once per step, at mid-step so a round never straddles a step boundary.
+
+    On a time-compressed clock every sample of a round is stamped with the round's scheduled data
+    time (exporter-supplied timestamps are wall times and would not fit), so a round that starts
+    late still lands in its own step.
+    """
+
+    def __init__(self, config: ScrapeConfig, step: float, clock: Clock, extra: Sequence[Target] = ()) -> None:
+        self.config, self.step, self.clock = config, step, clock
+        self.static = [Target(t.url, t.job, dict(t.labels)) for t in config.targets] + list(extra)
+        self.discovery = FileDiscovery(config.file_sd)
+        self.catch_up = True
+        self.name = f"scrape of {len(self.static)} targets" + (
+            f" and {len(config.file_sd)} file_sd files" if config.file_sd else ""
+        )
+
+    def targets(self) -> list[Target]:
+        seen: dict[str, Target] = {t.url: t for t in self.static}
+        for t in self.discovery.targets():
+            seen.setdefault(t.url, t)
+        return list(seen.values())
+
+    def next_due(self, after: float) -> float:
+        half = self.step / 2
+        return (math.floor((after - half) / self.step) + 1) * self.step + half
+
+    def collect(self, now: float, buffer: SampleBuffer) -> Fetch:
+        targets = self.targets()
+        complete = math.ceil(now / self.step) * self.step
+        if not targets:
+            errors = "; ".join(self.discovery.errors.values()) or "no targets configured or discovered"
+            return Fetch(now, complete, 0, error=errors)
+        # A round must end within its step, in wall seconds (a time-compressed step is short).
+        timeout = min(self.config.timeout, max(0.2, 0.8 * self.step / self.clock.speed))
+        result = scrape(targets, timeout=timeout, problems=ProblemLog(limit=50))
+        blocks = result.blocks if self.clock.real else _stamped(result.blocks, now)
+        down = tuple((r.target.url, r.error or "down") for r in result.targets if not r.up)
+        added = buffer.add(blocks)
+        error = f"all {len(targets)} scrape targets failed" if len(down) == len(targets) else None
+        return Fetch(now, complete, added, len(targets), down, error)
+
+    def close(self) -> None:
+        pass
+
+
+def _stamped(blocks: Sequence[SeriesBlock], ts: float) -> list[SeriesBlock]:
+    return [SeriesBlock(b.key, np.full(len(b), ts), b.values, b.mtype) for b in blocks]
+
+
+class TsdbSource:
+    """A Prometheus or VictoriaMetrics read step by step: the whole window first, then what is new.
+
+    A step is read ``delay`` seconds after it ends (ingestion latency); each read goes back two
+    steps more than the last one ended, for samples that arrived late (the buffer drops repeats).
+    """
+
+    def __init__(self, config: TsdbConfig, step: float, window: float) -> None:
+        self.config, self.step, self.window = config, step, window
+        self.name = config.url
+        self.catch_up = False  # each read takes everything since the last one
+        self.client = TSDBClient(
+            config.url, kind=config.kind, timeout=config.timeout, retries=1, vm_format=config.format
+        )
+        self.read_until: float | None = None
+
+    def next_due(self, after: float) -> float:
+        d = self.config.delay
+        return (math.floor((after - d) / self.step) + 1) * self.step + d
+
+    def collect(self, now: float, buffer: SampleBuffer) -> Fetch:
+        end = math.floor((now - self.config.delay) / self.step) * self.step
+        start = (
+            end - self.window if self.read_until is None else max(end - self.window, self.read_until - 2 * self.step)
+        )
+        problems = ProblemLog(limit=50)
+        self.client.problems = problems
+        try:
+            # The read is half-open; a sample exactly at ``end`` belongs to the last step: read it now.
+            added = buffer.add(self.client.read(self.config.matchers, start, end + 0.001))
+        except TSDBError as exc:
+            return Fetch(now, end, 0, error=str(exc))
+        if not added and problems.problems:
+            return Fetch(now, end, 0, error=str(problems.problems[0]))
+        self.read_until = end
+        return Fetch(now, end, added)
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,120 @@
+"""peerwatch's own ``/metrics``: scores, risk, open alarms and its own health, as Prometheus text."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from peerwatch.act.risk import RiskModel
+from peerwatch.model import DIAGNOSES
+from peerwatch.service.evaluation import ScoreKey
+from peerwatch.service.store import StoredAlarm, fault_events
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Health:
+    """The service's own state, as the runner last saw it."""
+
+    evaluations: int = 0
+    evaluated_until: float | None = None
+    evaluation_seconds: float = 0.0
+    blind: bool = False
+    targets: int = 0
+    targets_down: int = 0
+    buffer_series: int = 0
+    buffer_samples: int = 0
+    am_sent: int = 0
+    am_errors: int = 0
+    scores: Mapping[ScoreKey, float] = field(default_factory=dict)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class _Text:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, mtype: str, help_: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
+        self.lines += [f"# HELP {name} {help_}", f"# TYPE {name} {mtype}"]
+        for labels, value in samples:
+            inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            self.lines.append(f"{name}{{{inner}}} {value!r}" if inner else f"{name} {value!r}")
+
+
+def node_risk(alarms: Sequence[StoredAlarm], nodes: Iterable[str], at: float) -> dict[str, float]:
+    """Lemon risk of every node from the alarms that took nodes out of service."""
+    model = RiskModel(nodes=nodes)
+    for event in fault_events(alarms):
+        if event.ts <= at:
+            model.observe(event)
+    return model.scores(at)
+
+
+def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str, float]) -> str:
+    """The exposition text of every peerwatch metric."""
+    t = _Text()
+    t.family(
+        "peerwatch_anomaly_score",
+        "gauge",
+        "Strongest finding per node, component and metric at the last evaluated step (absent: nothing found).",
+        (({"node": n, "component": c, "metric": m}, round(v, 4)) for (n, c, m), v in sorted(health.scores.items())),
+    )
+    t.family(
+        "peerwatch_node_risk",
+        "gauge",
+        "Lemon risk: how much likelier than a node with no history this node is to fail next.",
+        (({"node": n}, round(v, 6)) for n, v in sorted(risk.items())),
+    )
+    by_diagnosis = Counter(s.alarm.diagnosis for s in open_alarms)
+    t.family(
+        "peerwatch_open_alarms",
+        "gauge",
+        "Open alarms by diagnosis.",
+        (({"diagnosis": d}, float(by_diagnosis.get(d, 0))) for d in sorted(set(DIAGNOSES) | set(by_diagnosis))),
+    )
+    t.family(
+        "peerwatch_monitoring_blind", "gauge", "1 while the source fails or is stale.", [({}, float(health.blind))]
+    )
+    t.family("peerwatch_evaluations_total", "counter", "Evaluations run.", [({}, float(health.evaluations))])
+    if health.evaluated_until is not None:
+        t.family(
+            "peerwatch_evaluated_until_timestamp_seconds",
+            "gauge",
+            "Data time of the last evaluated step.",
+            [({}, health.evaluated_until)],
+        )
+    t.family(
+        "peerwatch_evaluation_duration_seconds",
+        "gauge",
+        "Wall time of the last evaluation.",
+        [({}, round(health.evaluation_seconds, 4))],
+    )
+    t.family(
+        "peerwatch_scrape_targets", "gauge", "Scrape targets tried in the last round.", [({}, float(health.targets))]
+    )
+    t.family(
+        "peerwatch_scrape_targets_down",
+        "gauge",
+        "Targets that failed in the last round.",
+        [({}, float(health.targets_down))],
+    )
+    t.family("peerwatch_buffer_series", "gauge", "Series in the sample window.", [({}, float(health.buffer_series))])
+    t.family("peerwatch_buffer_samples", "gauge", "Samples in the sample window.", [({}, float(health.buffer_samples))])
+    t.family(
+        "peerwatch_alertmanager_alerts_sent_total",
+        "counter",
+        "Alerts posted to Alertmanager.",
+        [({}, float(health.am_sent))],
+    )
+    t.family(
+        "peerwatch_alertmanager_errors_total",
+        "counter",
+        "Failed posts to Alertmanager.",
+        [({}, float(health.am_errors))],
+    )
+    return "\n".join(t.lines) + "\n"

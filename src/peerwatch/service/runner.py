@@ -1,0 +1,277 @@
+"""The live service: collect every step, evaluate, reconcile with the store, notify.
+
+Three threads: the collector polls the source once per step into the sample buffer; the
+evaluator takes the newest collection, runs the engine over the window, reconciles its alarms
+with the store and commits the step in one transaction; the notifier keeps Alertmanager in step
+with the store. When the evaluator is slower than the step it skips to the newest collection:
+every evaluation covers the whole window, so a skipped step delays alarms but loses none.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from peerwatch.service.alertmanager import AlertmanagerSink
+from peerwatch.service.blind import Blindness, blind_changes, blindness
+from peerwatch.service.buffer import SampleBuffer
+from peerwatch.service.clock import Clock
+from peerwatch.service.config import ClockConfig, ServiceConfig
+from peerwatch.service.evaluation import Evaluation, Evaluator
+from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
+from peerwatch.service.metrics import Health
+from peerwatch.service.reconcile import SERVICE_NODE, Judged, reconcile
+from peerwatch.service.sqlite_store import SQLiteStore
+from peerwatch.service.store import StepChanges, Store, StoredAlarm
+from peerwatch.sources.scrape import Target
+
+log = logging.getLogger("peerwatch.service")
+GRACE_STEPS = 4  # late samples may still open an alarm this many steps back
+MAX_CATCHUP = 10  # steps a late collector catches up on before it skips to now
+
+
+def make_clock(config: ClockConfig | None, store: Store) -> Clock:
+    """The real clock, or a replay clock whose origin survives restarts (kept in the store)."""
+    if config is None:
+        return Clock()
+    origin = config.origin
+    if origin is None:
+        kept = store.meta("clock")
+        if kept is not None and kept.split()[:2] == [repr(config.start), repr(config.speed)]:
+            origin = float(kept.split()[2])
+        else:
+            origin = time.time()
+            store.commit(StepChanges(meta={"clock": f"{config.start!r} {config.speed!r} {origin!r}"}))
+    return Clock(config.start, origin, config.speed)
+
+
+def make_source(config: ServiceConfig, clock: Clock, extra_targets: Sequence[Target] = ()) -> LiveSource:
+    if config.source.tsdb is not None:
+        return TsdbSource(config.source.tsdb, config.step, config.window)
+    assert config.source.scrape is not None
+    return ScrapeSource(config.source.scrape, config.step, clock, extra_targets)
+
+
+class Service:
+    """peerwatch live: the engine against a source, step after step, with its state in a store."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        *,
+        store: Store | None = None,
+        clock: Clock | None = None,
+        source: LiveSource | None = None,
+        extra_targets: Sequence[Target] = (),
+    ) -> None:
+        self.config = config
+        self.token = config.api.token_value()
+        self.store: Store = store or SQLiteStore(config.store.sqlite)
+        self.clock = clock or make_clock(config.clock, self.store)
+        self.source = source or make_source(config, self.clock, extra_targets)
+        self.buffer = SampleBuffer(config.window + 2 * config.step)
+        self.evaluator = Evaluator(config.step, config.window, tuple(config.node_labels))
+        api_url = config.api.url or f"http://{config.api.listen}"
+        self.sink = AlertmanagerSink(config.alertmanager, self.clock, api_url) if config.alertmanager else None
+        kept = self.store.meta("evaluated_until")
+        self.evaluated_until: float | None = None if kept is None else float(kept)
+        self.health = Health(evaluated_until=self.evaluated_until)
+        self.started = self.clock.now()
+        self.last_fetch: Fetch | None = None
+        self.blind: Blindness | None = None
+        self.failure: str | None = None  # a thread died
+        self.error: str | None = None  # the last evaluation failed
+        self.store.set_spares(config.spares, time.time())
+        self._stop = threading.Event()
+        self._new_fetch = threading.Condition()
+        self._pending: Fetch | None = None
+        self._changed = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- one step, callable on its own (tests, replays) ----------------------------------------
+
+    def collect(self, at: float | None = None) -> Fetch:
+        """Poll the source once for data time ``at`` (default: now); a crash of the source is a failed
+        fetch, not a dead service."""
+        now = self.clock.now() if at is None else at
+        try:
+            return self.source.collect(now, self.buffer)
+        except Exception as exc:  # a bug or an odd answer must not silence monitoring
+            log.exception("collecting from %s failed", self.source.name)
+            return Fetch(now, now, 0, error=f"{type(exc).__name__}: {exc}")
+
+    def evaluate(self, fetch: Fetch) -> list[StoredAlarm]:
+        """Judge the window after ``fetch`` and commit the step; returns the rows written."""
+        wall = time.time()
+        step = self.config.step
+        scrape = self.config.source.scrape
+        blind = blindness(
+            fetch,
+            self.buffer.newest,
+            since=self.started,
+            source=self.source.name,
+            step=step,
+            stale_steps=self.config.stale_steps,
+            down_share=scrape.down_share if scrape else 1.0,
+        )
+        rows: list[StoredAlarm] = []
+        ev: Evaluation | None = None
+        if blind is None or not blind.total:
+            ev = self.evaluator.evaluate(self.buffer, fetch.complete_until, fetch.at)
+        open_blind = self.store.alarms(open_only=True, node=SERVICE_NODE)
+        before = {s.id: _visible(s) for s in open_blind}
+        if ev is not None:
+            stored = [s for s in self.store.alarms(touching=ev.start, limit=100_000) if s.alarm.node != SERVICE_NODE]
+            before.update((s.id, _visible(s)) for s in stored)
+            judged = Judged(ev.start, ev.end, self.evaluated_until, GRACE_STEPS * step, self.evaluator.quiet, wall)
+            rows = reconcile(stored, ev.alarms, judged)
+        rows += blind_changes(open_blind, blind, fetch.at, wall)
+        until = ev.end if ev is not None else self.evaluated_until
+        self.store.commit(
+            StepChanges(rows, nodes=ev.nodes if ev else (), seen_ts=ev.end if ev else 0.0, evaluated_until=until)
+        )
+        changed = [r for r in rows if before.get(r.id) != _visible(r)]
+        for r in changed:
+            a = r.alarm
+            what = "resolved" if not r.open else "opened" if r.id not in before else "changed"
+            log.info("alarm %s %s: %s %s %s %s", a.id, what, a.node, a.component, a.diagnosis, a.severity)
+        self.evaluated_until, self.last_fetch, self.blind = until, fetch, blind
+        self.health = replace(
+            self.health,
+            evaluations=self.health.evaluations + (ev is not None),
+            evaluated_until=until,
+            evaluation_seconds=ev.seconds if ev else self.health.evaluation_seconds,
+            blind=blind is not None,
+            targets=fetch.targets,
+            targets_down=len(fetch.down),
+            buffer_series=self.buffer.series,
+            buffer_samples=self.buffer.samples,
+            scores=ev.scores if ev else self.health.scores,
+        )
+        if changed:
+            self._changed.set()
+        return rows
+
+    def notify(self) -> None:
+        """Bring Alertmanager in step with the store (a no-op without one)."""
+        if self.sink is None:
+            return
+        result = self.sink.sync(self.store)
+        if result.error:
+            log.warning("alertmanager: %s", result.error)
+        self.health = replace(self.health, am_sent=self.sink.sent, am_errors=self.sink.errors)
+
+    # -- threads ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start collecting, evaluating and notifying in background threads."""
+        log.info(
+            "peerwatch serve: source %s, step %gs, window %gs", self.source.name, self.config.step, self.config.window
+        )
+        for name, target in (("collect", self._collect_loop), ("evaluate", self._evaluate_loop)):
+            self._spawn(name, target)
+        if self.sink is not None:
+            self._spawn("notify", self._notify_loop)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        def guarded() -> None:
+            try:
+                target()
+            except Exception as exc:
+                self.failure = f"{name} thread died: {type(exc).__name__}: {exc}"
+                log.exception("peerwatch %s thread died", name)
+
+        thread = threading.Thread(target=guarded, name=f"peerwatch-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        with self._new_fetch:
+            self._new_fetch.notify_all()
+        self._changed.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self.source.close()
+        if self.sink is not None:
+            self.sink.close()
+
+    def alive(self) -> bool:
+        return self.failure is None and all(t.is_alive() for t in self._threads)
+
+    def changed(self) -> None:
+        """Something Alertmanager must hear about changed outside an evaluation (a manual resolve)."""
+        self._changed.set()
+
+    def status(self) -> dict[str, object]:
+        """For ``/healthz``: failed (a thread died), blind, starting (nothing evaluated yet) or ok."""
+        if (not self.alive() and self._threads) or self.error is not None:
+            status = "failed"
+        elif self.blind is not None:
+            status = "blind"
+        else:
+            status = "ok" if self.last_fetch is not None else "starting"
+        am = None
+        if self.sink is not None:
+            am = {"url": self.sink.config.url, "sent": self.sink.sent, "last_error": self.sink.last_error}
+        return {
+            "status": status,
+            "source": self.source.name,
+            "failure": self.failure or self.error,
+            "blind": None if self.blind is None else self.blind.reason,
+            "evaluated_until": self.evaluated_until,
+            "evaluations": self.health.evaluations,
+            "data_now": self.clock.now(),
+            "alertmanager": am,
+        }
+
+    def _collect_loop(self) -> None:
+        last = self.clock.now()
+        while True:
+            due = self.source.next_due(last)
+            if not self.clock.wait_until(due, self._stop):
+                return
+            fetch = self.collect(due)
+            # A late round still covers its own step (a step with no round would look, to the
+            # engine, like every node going silent at once); only far behind does it skip ahead.
+            now = self.clock.now()
+            behind = now - due >= MAX_CATCHUP * self.config.step
+            last = due if self.source.catch_up and not behind else now
+            with self._new_fetch:
+                self._pending = fetch
+                self._new_fetch.notify_all()
+
+    def _evaluate_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._new_fetch:
+                while self._pending is None and not self._stop.is_set():
+                    self._new_fetch.wait(1.0)
+                fetch, self._pending = self._pending, None
+            if fetch is not None and not self._stop.is_set():
+                try:
+                    self.evaluate(fetch)
+                    self.error = None
+                except Exception as exc:  # one bad step must not end monitoring; /healthz shows it
+                    self.error = f"evaluation failed: {type(exc).__name__}: {exc}"
+                    log.exception("evaluation at %s failed", fetch.at)
+
+    def _notify_loop(self) -> None:
+        assert self.sink is not None
+        next_send = 0.0
+        while not self._stop.is_set():
+            changed = self._changed.wait(1.0)
+            self._changed.clear()
+            if self._stop.is_set():
+                return
+            if changed or time.time() >= next_send:
+                self.notify()
+                retry = 5.0 if self.sink.last_error else self.sink.config.resend_interval
+                next_send = time.time() + min(retry, self.sink.config.resend_interval)
+
+
+def _visible(s: StoredAlarm) -> tuple[bool, str, str, str]:
+    """What Alertmanager sees of an alarm: a change of it is sent at once."""
+    return (s.open, s.alarm.component, s.alarm.diagnosis, s.alarm.severity)

@@ -1,0 +1,46 @@
+"""What ``GET /api/v1/nodes`` shows of each node: alarms, latest scores, lemon risk, spare-pool state."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from peerwatch.service.metrics import node_risk
+
+if TYPE_CHECKING:
+    from peerwatch.service.runner import Service
+
+
+def node_views(service: Service) -> list[dict[str, Any]]:
+    """One entry per node seen or listed as a spare, in name order."""
+    records = service.store.nodes()
+    open_on: dict[str, list[str]] = defaultdict(list)
+    for s in service.store.alarms(open_only=True, limit=100_000):
+        open_on[s.alarm.node].append(s.id)
+    by_component: dict[str, dict[str, float]] = defaultdict(dict)
+    for (node, component, _metric), score in service.health.scores.items():
+        by_component[node][component] = max(by_component[node].get(component, 0.0), round(score, 3))
+    risk = node_risk(service.store.alarms(limit=100_000), (r.node for r in records), service.clock.now())
+    out = []
+    for r in records:
+        components = by_component.get(r.node, {})
+        if open_on.get(r.node):
+            status = "alarm"
+        elif r.spare is not None:
+            status = "spare"
+        else:
+            status = "ok" if r.last_seen else "unseen"
+        out.append(
+            {
+                "node": r.node,
+                "status": status,
+                "open_alarms": open_on.get(r.node, []),
+                "score": max(components.values(), default=0.0),
+                "components": components,
+                "risk": round(risk.get(r.node, 1.0), 4),
+                "spare": r.spare,
+                "first_seen": r.first_seen or None,
+                "last_seen": r.last_seen or None,
+            }
+        )
+    return out

@@ -1,0 +1,145 @@
+"""The HTTP API over a service whose store holds alarms: reads, token-guarded changes, errors, metrics."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from peerwatch.model import Alarm, Evidence
+from peerwatch.service import Service, config_from_dict
+from peerwatch.service.alertmanager import AlertmanagerSink
+from peerwatch.service.app import create_app
+from peerwatch.service.clock import Clock
+from peerwatch.service.config import AlertmanagerConfig
+from peerwatch.service.metrics import Health
+from peerwatch.service.store import StepChanges, StoredAlarm
+
+TOKEN = "t0ken"
+EV = (Evidence("DCGM_FI_DEV_XID_ERRORS", (("gpu", "2"), ("Hostname", "gpu003")), 79.0, None, None, "XID 79"),)
+
+
+def alarm(node: str, ts: float, diagnosis: str, resolved: float | None = None, action: str = "swap") -> Alarm:
+    ident = hashlib.sha1(f"{node}|{ts}".encode()).hexdigest()[:12]
+    return Alarm(ident, ts, node, "gpu/2", diagnosis, "critical", 22.5, action, EV, ts + 30, resolved)
+
+
+def make_service(tmp_path: Path, token: str | None = TOKEN) -> Service:
+    raw: dict[str, object] = {
+        "source": {"tsdb": {"url": "http://127.0.0.1:1"}},
+        "store": {"sqlite": str(tmp_path / "s.sqlite")},
+        "spares": ["gpu010"],
+        "api": {"token": token} if token else {},
+    }
+    # Data time just after the alarms, so that risk is judged when they are recent.
+    service = Service(config_from_dict(raw), clock=Clock(start=1_764_460_900.0, origin=time.time()))
+    rows = [
+        StoredAlarm(alarm("gpu003", 1_764_460_800.0, "gpu_fallen_off_bus"), 1.0),
+        StoredAlarm(alarm("gpu004", 1_764_460_500.0, "ib_link", resolved=1_764_460_700.0), 1.0, "engine", 2.0),
+    ]
+    service.store.commit(StepChanges(rows, ("gpu003", "gpu004", "gpu005"), 1_764_460_830.0, 1_764_460_830.0))
+    service.health = Health(scores={("gpu003", "gpu/2", "DCGM_FI_DEV_XID_ERRORS"): 22.5})
+    return service
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(make_service(tmp_path), run=False)) as c:
+        yield c
+
+
+def test_reads(client: TestClient) -> None:
+    alarms = client.get("/api/v1/alarms").json()["alarms"]
+    assert [a["node"] for a in alarms] == ["gpu003", "gpu004"]
+    first = alarms[0]
+    assert list(first)[:9] == ["id", "ts", "node", "component", "diagnosis", "severity", "score", "action", "evidence"]
+    assert first["status"] == "open" and first["evidence"][0]["note"] == "XID 79"
+    assert [a["node"] for a in client.get("/api/v1/alarms?status=open").json()["alarms"]] == ["gpu003"]
+    assert client.get("/api/v1/alarms?node=gpu004").json()["alarms"][0]["status"] == "resolved"
+    one = client.get(f"/api/v1/alarms/{first['id']}").json()
+    assert one["id"] == first["id"] and one["actions"] == []
+    nodes = {n["node"]: n for n in client.get("/api/v1/nodes").json()["nodes"]}
+    assert nodes["gpu003"]["status"] == "alarm" and nodes["gpu003"]["open_alarms"] == [first["id"]]
+    assert nodes["gpu003"]["components"] == {"gpu/2": 22.5}
+    assert nodes["gpu005"]["status"] == "ok" and nodes["gpu010"]["status"] == "spare"
+    assert nodes["gpu004"]["risk"] > nodes["gpu005"]["risk"]  # its swap alarm took it out and back
+    assert client.get("/healthz").json()["status"] == "starting"
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/api/v1/alarms/{alarm_id}/acknowledge" in paths and "/api/v1/nodes" in paths
+
+
+def test_errors_are_json_with_their_status(client: TestClient) -> None:
+    resp = client.get("/api/v1/alarms/nope")
+    assert resp.status_code == 404 and resp.json() == {"error": "no alarm with id 'nope'", "status": 404}
+    resp = client.get("/api/v1/alarms?status=closed")
+    assert resp.status_code == 400 and "status" in resp.json()["error"]
+
+
+def test_state_changes_need_the_token(client: TestClient) -> None:
+    ident = client.get("/api/v1/alarms?status=open").json()["alarms"][0]["id"]
+    url = f"/api/v1/alarms/{ident}/acknowledge"
+    assert client.post(url).status_code == 401
+    assert client.post(url, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.post(url, headers={"Authorization": TOKEN}).status_code == 401
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    resp = client.post(url, json={"by": "ops", "note": "on it"}, headers=auth)
+    assert resp.status_code == 200 and resp.json()["acknowledged"]["by"] == "ops"
+    assert client.post(url, json={"by": "ops", "extra": 1}, headers=auth).status_code == 400
+    resolved = client.post(f"/api/v1/alarms/{ident}/resolve", json={"by": "ops"}, headers=auth)
+    assert resolved.status_code == 200 and resolved.json()["resolved_by"] == "user:ops"
+    again = client.post(f"/api/v1/alarms/{ident}/resolve", headers=auth)
+    assert again.status_code == 409 and "already resolved" in again.json()["error"]
+    kinds = [a["kind"] for a in client.get(f"/api/v1/alarms/{ident}").json()["actions"]]
+    assert kinds == ["acknowledge", "resolve"]
+
+
+def test_without_a_configured_token_nothing_changes(tmp_path: Path) -> None:
+    with TestClient(create_app(make_service(tmp_path, token=None), run=False)) as c:
+        ident = c.get("/api/v1/alarms").json()["alarms"][0]["id"]
+        resp = c.post(f"/api/v1/alarms/{ident}/resolve", headers={"Authorization": "Bearer x"})
+        assert resp.status_code == 403 and "no api.token" in resp.json()["error"]
+
+
+def test_metrics(client: TestClient) -> None:
+    resp = client.get("/metrics")
+    assert resp.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(resp.text)}
+    score = families["peerwatch_anomaly_score"].samples[0]
+    assert score.labels == {"node": "gpu003", "component": "gpu/2", "metric": "DCGM_FI_DEV_XID_ERRORS"}
+    assert score.value == 22.5
+    open_ = {s.labels["diagnosis"]: s.value for s in families["peerwatch_open_alarms"].samples}
+    assert open_["gpu_fallen_off_bus"] == 1 and open_["ib_link"] == 0 and open_["nvlink"] == 0
+    risk = {s.labels["node"]: s.value for s in families["peerwatch_node_risk"].samples}
+    assert set(risk) == {"gpu003", "gpu004", "gpu005", "gpu010"} and risk["gpu004"] > risk["gpu005"]
+    assert families["peerwatch_monitoring_blind"].samples[0].value == 0
+
+
+def test_alert_payload_and_a_changed_label_set(tmp_path: Path) -> None:
+    service = make_service(tmp_path)
+    clock = Clock(start=1_764_460_000.0, origin=1_800_000_000.0, speed=10.0)
+    sink = AlertmanagerSink(AlertmanagerConfig(url="http://am:9093", labels={"cluster": "a", "node": "x"}), clock)
+    s = service.store.alarms(open_only=True)[0]
+    body = sink.alert(s, wall=1_800_000_100.0)
+    assert body["labels"] == {
+        "cluster": "a",
+        "alertname": "PeerwatchAlarm",
+        "node": "gpu003",
+        "component": "gpu/2",
+        "diagnosis": "gpu_fallen_off_bus",
+        "severity": "critical",
+        "alarm_id": s.id,
+    }
+    assert body["startsAt"] == "2027-01-15T08:01:20.000Z"  # data time 1764460800 on the 10x clock
+    assert body["endsAt"] == "2027-01-15T08:05:40.000Z"  # four resend intervals ahead
+    annotations = body["annotations"]
+    assert isinstance(annotations, dict) and "XID 79" in annotations["description"]
+    changed = StoredAlarm(s.alarm, s.opened_wall, sent_labels={**sink.labels(s), "severity": "warning"})
+    alerts, to_mark = sink._alerts([changed], wall=1_800_000_100.0)
+    assert len(alerts) == 2 and to_mark == [changed]
+    old = alerts[1]
+    assert old["labels"]["severity"] == "warning" and old["endsAt"] == "2027-01-15T08:01:40.000Z"  # type: ignore[index]
