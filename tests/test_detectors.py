@@ -181,3 +181,13 @@ def test_column_quantile_matches_numpy_with_nan_inside(q: float) -> None:
         warnings.simplefilter("ignore", RuntimeWarning)
         want = np.nanquantile(x, q, axis=0)
     np.testing.assert_allclose(column_quantile(x, q), want, equal_nan=True)
+
+
+def test_the_whole_cluster_silent_at_once_is_monitoring_blindness_not_dead_nodes() -> None:
+    rng = np.random.default_rng(1)
+    frames = base_frames(rng)
+    for f in frames.values():
+        f.values[:, ONSET:] = np.nan  # the scraper stopped
+    findings = PresenceDetector().detect(context_of(frames, Catalog.default()))
+    assert findings and {f.node for f in findings} == {"peerwatch"}
+    assert {f.hint for f in findings} == {"monitoring_blind"}

@@ -25,6 +25,7 @@ class PresenceSettings:
     exporter_per_step: float = 1.5  # 4 silent steps (2 min) reach 6
     node_per_step: float = 7.5
     gpu_per_step: float = 7.5  # the second silent step reaches 15: alarmed within 2 steps
+    blind_share: float = 0.5  # this share of nodes silent at once: the monitoring, not the nodes
 
 
 def run_length(flag: BoolArray) -> IntArray:
@@ -113,11 +114,12 @@ class PresenceDetector:
             "exporter_down": self.settings.exporter_per_step,
             "node_unreachable": self.settings.node_per_step,
             "gpu_fallen_off_bus": self.settings.gpu_per_step,
+            "monitoring_blind": self.settings.node_per_step,
         }[hint]
         score = per_step * run
         return Finding(
             ts=float(ctx.timestamps[col]),
-            node=ctx.nodes[node],
+            node=ctx.nodes[node] if node >= 0 else "peerwatch",
             component=component,
             detector=self.name,
             signal=signal,
@@ -149,11 +151,19 @@ class PresenceDetector:
     def _nodes(self, ctx: Context, node_present: BoolArray) -> list[Finding]:
         seen = _seen_recently(node_present, self.settings.memory)
         gone = ~node_present & seen
-        runs = run_length(gone)
+        # Most of the cluster silent at once is peerwatch (or its source) not seeing, not N dead nodes.
+        share = gone.sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
+        blind = (share >= self.settings.blind_share) & (gone.sum(axis=0) >= 3)
+        runs = run_length(gone & ~blind[None, :])
         out = []
-        for n, c in zip(*np.nonzero(gone), strict=True):
+        for n, c in zip(*np.nonzero(gone & ~blind[None, :]), strict=True):
             note = "every exporter of the node is silent"
             out.append(self._finding(ctx, int(n), int(c), "node", "absent:node", "node_unreachable", note, runs[n, c]))
+        blind_runs = run_length(blind[None, :])[0]
+        for c in np.flatnonzero(blind):
+            note = f"{int(gone[:, c].sum())} of {int(seen[:, c].sum())} nodes silent at once"
+            run = int(blind_runs[c])
+            out.append(self._finding(ctx, -1, int(c), "source", "absent:cluster", "monitoring_blind", note, run))
         return out
 
     def _gpus(self, ctx: Context, gpus: list[tuple[int, str]], present: BoolArray) -> list[Finding]:
