@@ -290,17 +290,30 @@ def _latest_in_runs(cell: npt.NDArray[np.int64], ts: FloatArray) -> npt.NDArray[
     return cand[lasts]
 
 
+def previous_index(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """For each cell, the column of the last valid cell before it in its row (-1 if none)."""
+    n = valid.shape[1]
+    last = np.maximum.accumulate(np.where(valid, np.arange(n), -1), axis=1)
+    prev = np.full_like(last, -1)
+    prev[:, 1:] = last[:, :-1]
+    return prev
+
+
+def previous_values(values: FloatArray) -> FloatArray:
+    """The last present value before each step (NaN where none): missed scrapes are bridged."""
+    prev = previous_index(~np.isnan(values))
+    out: FloatArray = np.where(prev >= 0, np.take_along_axis(values, np.maximum(prev, 0), axis=1), np.nan)
+    return out
+
+
 def counter_rates(values: FloatArray, times: FloatArray, max_gap: float = 600.0) -> FloatArray:
     """Per-second increase between each sample and the previous one of its row (NaN where unknown).
 
     A drop means the counter restarted from zero, so the increase is the new value (Prometheus'
     ``rate`` rule). Over a gap longer than ``max_gap`` seconds the rate is unknown.
     """
-    n = values.shape[1]
     valid = ~np.isnan(values)
-    last_valid = np.maximum.accumulate(np.where(valid, np.arange(n), -1), axis=1)
-    prev = np.full_like(last_valid, -1)
-    prev[:, 1:] = last_valid[:, :-1]
+    prev = previous_index(valid)
     has_prev = valid & (prev >= 0)
     rows = np.nonzero(has_prev)
     cur_v, cur_t = values[rows], times[rows]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from peerwatch.catalog.classify import as_matrix
 from peerwatch.catalog.schema import Category, Family, Unit
 
 
@@ -126,7 +127,7 @@ class ActivityFilter:
         Constancy needs two samples in some series: a single snapshot stays active.
         """
         rule = next((r for r in self.set_aside if r.matches(family)), None)
-        v = None if values is None else _matrix(values)
+        v = None if values is None else as_matrix(values)
         series, steps = (0, 0) if v is None else (int(v.shape[0]), int(v.shape[1]))
         reason = rule.reason if rule is not None else (None if v is None else self._core(v))
         return Activity(family.name, family.category, family.unit, reason, series, steps)
@@ -150,15 +151,6 @@ class ActivityFilter:
         if np.any(lead >= edge) or np.any(trail >= edge):
             return None
         return Reason.constant
-
-
-def _matrix(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim == 1:
-        v = v[np.newaxis, :]
-    if v.ndim != 2:
-        raise ValueError(f"values must be series x steps, got shape {v.shape}")
-    return v
 
 
 def judge(family: Family, values: npt.ArrayLike | None) -> Activity:

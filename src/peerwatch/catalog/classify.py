@@ -199,7 +199,8 @@ def _default_rules() -> RuleSet:
     return RuleSet.from_text(text, "rules.toml")
 
 
-def _as_matrix(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+def as_matrix(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Values as a (series x steps) float matrix; one series may come as a 1-D array."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim == 1:
         v = v[np.newaxis, :]
@@ -226,7 +227,7 @@ def observed_kind(values: npt.ArrayLike) -> Kind:
     rare (one, or at most one per two rises); ``gauge``: it moves otherwise; ``constant``: no
     series changed (also a single snapshot, which cannot show change); ``empty``: all missing.
     """
-    v = _as_matrix(values)
+    v = as_matrix(values)
     finite = ~np.isnan(v)
     if not finite.any():
         return "empty"
@@ -246,7 +247,7 @@ def observed_kind(values: npt.ArrayLike) -> Kind:
 
 def looks_like_state(values: npt.ArrayLike) -> bool:
     """Whether the non-missing values are a few distinct small integers (a state, not a measure)."""
-    v = _as_matrix(values)
+    v = as_matrix(values)
     seen = v[~np.isnan(v)]
     if seen.size == 0 or not np.all(np.isfinite(seen)):
         return False

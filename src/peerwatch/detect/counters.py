@@ -15,6 +15,7 @@ import numpy as np
 from peerwatch.catalog.schema import Category
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.findings import emit
+from peerwatch.frames import previous_values
 from peerwatch.model import BoolArray, Finding, FloatArray
 
 
@@ -30,11 +31,8 @@ def increments(s: Series, step: float) -> FloatArray:
     v = s.values
     if s.frame.kind == "rate":
         return v * step
+    prev = previous_values(v)
     valid = ~np.isnan(v)
-    last = np.maximum.accumulate(np.where(valid, np.arange(v.shape[1]), -1), axis=1)
-    prev_idx = np.full_like(last, -1)
-    prev_idx[:, 1:] = last[:, :-1]
-    prev = np.where(prev_idx >= 0, np.take_along_axis(v, np.maximum(prev_idx, 0), axis=1), np.nan)
     return np.where(valid & ~np.isnan(prev), np.fmax(v - prev, 0.0), np.nan)
 
 

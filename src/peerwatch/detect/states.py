@@ -15,6 +15,7 @@ from peerwatch.detect.context import Context, Series, interface_type
 from peerwatch.detect.counters import recent_count, recurrence_score
 from peerwatch.detect.findings import emit
 from peerwatch.diagnose.xid import xid_meaning
+from peerwatch.frames import previous_values
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
 XID_FAMILIES = ("DCGM_FI_DEV_XID_ERRORS", "dcgm_xid_errors")
@@ -43,15 +44,6 @@ class StateSettings:
     report: float = 4.0
     shared: float = 0.2  # a throttle reason shared by this share of peers is the workload, not a fault
     history: int = 20  # steps over which recurring throttling adds up
-
-
-def _previous(v: FloatArray) -> FloatArray:
-    """The last present value before each step (NaN if none)."""
-    valid = ~np.isnan(v)
-    last = np.maximum.accumulate(np.where(valid, np.arange(v.shape[1]), -1), axis=1)
-    prev_idx = np.full_like(last, -1)
-    prev_idx[:, 1:] = last[:, :-1]
-    return np.where(prev_idx >= 0, np.take_along_axis(v, np.maximum(prev_idx, 0), axis=1), np.nan)
 
 
 def _was(v: FloatArray, value: float) -> BoolArray:
@@ -86,7 +78,7 @@ class StateDetector:
 
     def _xid(self, ctx: Context, s: Series) -> list[Finding]:
         v = s.values
-        prev = _previous(v)
+        prev = previous_values(v)
         first = np.argmax(~np.isnan(v), axis=1)
         # A new XID: the value changed, or a new series (newer exporters: one per err_code) appeared mid-window.
         appeared = (np.arange(v.shape[1])[None, :] == first[:, None]) & (first[:, None] > 2)
