@@ -27,7 +27,11 @@ def test_an_unreachable_tsdb_is_an_alarm_naming_url_and_error(tmp_path: Path) ->
     service = Service(config_from_dict(raw))
     rows = service.evaluate(service.collect())
     (alarm,) = rows
-    assert (alarm.alarm.node, alarm.alarm.component, alarm.alarm.diagnosis) == ("peerwatch", "source", "monitoring_blind")
+    assert (alarm.alarm.node, alarm.alarm.component, alarm.alarm.diagnosis) == (
+        "peerwatch",
+        "source",
+        "monitoring_blind",
+    )
     assert alarm.alarm.severity == "critical" and alarm.open
     (evidence,) = alarm.alarm.evidence
     assert dict(evidence.labels) == {"source": url} and url in evidence.note and "ConnectError" in evidence.note
