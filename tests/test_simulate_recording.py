@@ -202,15 +202,16 @@ def test_cli_writes_a_recording_and_rejects_bad_faults(tmp_path: Path) -> None:
 
 
 def test_serve_exposes_each_target_live_on_its_own_port() -> None:
-    import socket
+    import random
 
     import httpx
 
+    from peerwatch.service.demo import free_range
     from peerwatch.simulate.serve import LiveCluster, serve_in_thread
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        base = probe.getsockname()[1] + 1
+    # Consecutive ports below the ephemeral range, from a random start: outgoing connections of
+    # tests running at the same time cannot take them between the check and the bind.
+    base = free_range(8, start=random.randint(20000, 30000))
     sim = simulate(Scenario("live", default_spec(2), hours=0.1, seed=1))
     live = LiveCluster(sim, speed=600.0, base_port=base)
     thread, stop = serve_in_thread(live)

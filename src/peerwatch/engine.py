@@ -42,6 +42,8 @@ def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray],
         mtype = declared or (family.mtype if family is not None else None)
         if mtype is None:
             mtype = catalog.classify(name, frozenset(), None, values).mtype
+        if mtype == "untyped" and observed_kind(values) == "counter":
+            return "rate"  # node_exporter's vmstat and netstat fields: untyped, but counters
         kind = declared_kind(name, mtype)
         if kind == "rate" and observed_kind(values) == "gauge":
             return "gauge"

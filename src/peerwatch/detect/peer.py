@@ -60,14 +60,16 @@ class PeerSettings:
     clip: float = 3.0  # deviations beyond this do not shift the learnt offset
     report: float = 4.0  # scores below are not findings
     warmup: int = 30  # first steps of a run, before usual offsets are known: no findings
+    sustain: int = 3  # a deviation counts at the median of the last this many steps
 
 
 def peer_z(
     values: FloatArray, peer_key: IntArray, groups: IntArray, settings: PeerSettings, rel_floor: float | None = None
-) -> tuple[FloatArray, FloatArray]:
-    """Robust z and peer median of every cell, NaN where the cell has too few peers."""
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Robust z, peer median and robust scale of every cell, NaN where the cell has too few peers."""
     z = np.full(values.shape, np.nan)
     med_out = np.full(values.shape, np.nan)
+    scale_out = np.full(values.shape, np.nan)
     for key in np.unique(peer_key[peer_key >= 0]):
         rows = np.flatnonzero(peer_key == key)
         v, g = values[rows], groups[rows]
@@ -90,7 +92,8 @@ def peer_z(
             zz = (v - med) / scale
             z[rows] = np.where(cell, zz, z[rows])
             med_out[rows] = np.where(cell, med, med_out[rows])
-    return z, med_out
+            scale_out[rows] = np.where(cell, scale, scale_out[rows])
+    return z, med_out, scale_out
 
 
 def column_quantile(x: FloatArray, q: float) -> FloatArray:
@@ -117,21 +120,23 @@ def _running_median_floor(mad: FloatArray) -> FloatArray:
     return np.where(count > 0, np.cumsum(m) / np.maximum(count, 1), 0.0)
 
 
-def remove_offsets(z: FloatArray, settings: PeerSettings) -> FloatArray:
-    """z minus each series' usual deviation from its peers (causal, clipped, delayed mean)."""
-    clipped = np.clip(np.nan_to_num(z, nan=0.0), -settings.clip, settings.clip)
-    seen = (~np.isnan(z)).astype(np.float64)
+def learnt_offset(dev: FloatArray, limit: FloatArray, settings: PeerSettings) -> FloatArray:
+    """Each series' usual deviation from its peers: a causal, delayed mean of its past deviations,
+    each clipped to ``limit``, so that a new fault is neither learnt as normal nor drags the mean."""
+    clipped = np.clip(np.nan_to_num(dev, nan=0.0), -limit, limit)
+    clipped = np.nan_to_num(clipped, nan=0.0)
+    seen = (~np.isnan(dev)).astype(np.float64)
     csum = np.cumsum(clipped, axis=1)
     ccnt = np.cumsum(seen, axis=1)
-    steps = z.shape[1]
+    steps = dev.shape[1]
     hi = np.arange(steps) - settings.offset_delay  # window ends delay steps ago
     lo = hi - settings.offset_window
     valid = hi >= 0
     hi_c, lo_c = np.clip(hi, 0, steps - 1), np.clip(lo, 0, steps - 1)
     total = np.where(valid, csum[:, hi_c] - np.where(lo >= 0, csum[:, lo_c], 0.0), 0.0)
     count = np.where(valid, ccnt[:, hi_c] - np.where(lo >= 0, ccnt[:, lo_c], 0.0), 0.0)
-    offset = np.where(count >= 10, total / np.maximum(count, 1), 0.0)
-    return z - offset
+    offset: FloatArray = np.where(count >= 10, total / np.maximum(count, 1), 0.0)
+    return offset
 
 
 def directional(z: FloatArray, bad: Direction) -> FloatArray:
@@ -140,6 +145,20 @@ def directional(z: FloatArray, bad: Direction) -> FloatArray:
     if bad is Direction.down:
         return np.fmax(-z, 0.0)
     return np.abs(z)
+
+
+def sustained(score: FloatArray, steps: int) -> FloatArray:
+    """Causal median of the last ``steps`` scores: a one-step spike drops out.
+
+    A node's scrape phase can catch the training-step rhythm at another moment than its peers',
+    every few minutes: real, periodic and meaningless. A fault lasts.
+    """
+    if steps <= 1:
+        return score
+    x = np.nan_to_num(score, nan=0.0)
+    shifted = [x] + [np.concatenate([np.zeros((x.shape[0], k)), x[:, :-k]], axis=1) for k in range(1, steps)]
+    out: FloatArray = np.median(np.stack(shifted), axis=0)
+    return out
 
 
 class PeerDetector:
@@ -162,8 +181,12 @@ class PeerDetector:
         if s.family.unit in PER_NODE:
             s = per_node(s)
         groups = np.where(s.node_index[:, None] >= 0, ctx.groups[np.maximum(s.node_index, 0)], -1)
-        z, med = peer_z(s.values, s.peer_key, groups, self.settings, REL_FLOOR.get(s.family.category))
-        adj = remove_offsets(z, self.settings)
-        score = directional(adj, s.family.bad)
+        rel = REL_FLOOR.get(s.family.category)
+        _, med, scale = peer_z(s.values, s.peer_key, groups, self.settings, rel)
+        # Take each series' learnt offset out of its values, then compare again: a GPU that always
+        # runs 5 C hotter neither stands out nor widens its peers' spread.
+        offset = learnt_offset(s.values - med, self.settings.clip * np.nan_to_num(scale, nan=0.0), self.settings)
+        z, med, _ = peer_z(s.values - offset, s.peer_key, groups, self.settings, rel)
+        score = sustained(directional(z, s.family.bad), self.settings.sustain)
         score[:, : self.settings.warmup] = 0.0
-        return emit(ctx, s, score, med, adj, self.settings.report, self.name, "vs peers")
+        return emit(ctx, s, score, med, z, self.settings.report, self.name, "vs peers")

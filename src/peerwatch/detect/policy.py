@@ -37,7 +37,7 @@ class PolicySettings:
     counter_open: float = 6.0
     close_score: float = 4.0
     quiet: int = 20  # steps below close_score before an incident resolves
-    quiet_sure: int = 60  # the same after a sure hard failure: a failed node stays failed
+    quiet_sure: int = 60  # the same after a sure or strong failure: a failed node stays failed
     shared_share: float = 0.15  # findings on one signal at this share of a group's nodes are shared
     shared_min: int = 3
     others_weight: float = 0.25
@@ -130,7 +130,7 @@ class Policy:
                     incident.score = max(incident.score, score)
                     if score >= st.close_score:
                         incident.last_active = ts
-                    elif ts - incident.last_active >= (st.quiet_sure if incident.hints else st.quiet) * ctx.step:
+                    elif ts - incident.last_active >= self._quiet(incident) * ctx.step:
                         incident.resolved = ts
                         done.append(open_.pop(node))
                     continue
@@ -140,6 +140,11 @@ class Policy:
                     open_[node] = _Incident(node, ts, list(mine), score, ts, hints=hints)
         done.extend(open_.values())
         return sorted((self._alarm(i, ctx) for i in done), key=lambda a: (a.ts, a.node))
+
+    def _quiet(self, incident: _Incident) -> int:
+        """Steps of quiet that end an incident: longer after a sure or strong failure, which stays failed."""
+        strong = bool(incident.hints) or incident.score >= self.settings.immediate
+        return self.settings.quiet_sure if strong else self.settings.quiet
 
     def _alarm(self, incident: _Incident, ctx: Context) -> Alarm:
         # The cause shows first; later on a failed node shows everything (idle GPUs, low PCIe gen).
