@@ -5,9 +5,10 @@
 
 Names and declared types come from ../shared/data (node_exporter's e2e output, the dcgm-exporter
 CSVs including their commented-out fields, the Datadog dcgm fixture, all-smi's name list, API.md
-and sample, Backend.AI's metrics.csv) plus the EXTRA lists below for families those files lack
+and sample, Backend.AI's metrics.csv), the peerwatch agent's own family table
+(peerwatch.agent.families), plus the EXTRA lists below for families those files lack
 (default-on node_exporter collectors the e2e test cannot fake, newer InfiniBand counters, DCGM
-fields users enable, the scraper's own series). Category, bad direction, unit and entity labels
+fields users enable, the scraper's own series, common training throughput/MFU gauges). Category, bad direction, unit and entity labels
 come from the ordered tables below, first match wins, hand-checked; a name no table row matches
 is an error. Rerunning reproduces the committed CSV: fix a row here, not in the CSV.
 """
@@ -22,10 +23,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from peerwatch.agent.families import FAMILIES as AGENT_FAMILIES  # noqa: E402
 from peerwatch.catalog import COLUMNS, Catalog  # noqa: E402
 
 Info = tuple[str, str, str]  # exporter, mtype, help
-EXPORTER_ORDER = ("prometheus", "node_exporter", "dcgm_exporter", "all_smi", "backend_ai", "client_library")
+EXPORTER_ORDER = (
+    "prometheus",
+    "node_exporter",
+    "dcgm_exporter",
+    "all_smi",
+    "backend_ai",
+    "peerwatch_agent",
+    "training",
+    "client_library",
+)
 RUNTIME = re.compile(r"^(go|process|promhttp|python)_")
 ALL_SMI_COUNTERS = {
     "all_smi_energy_consumed_joules_total",
@@ -206,6 +217,27 @@ def _extra() -> dict[str, Info]:
     )
     add(cl, "gauge", "python_info", "Python platform information (prometheus_client).")
     add(cl, "counter", "go_memstats_lookups_total", "Total number of pointer lookups (client_golang before 1.12).")
+
+    # A training job's own speed, as jobs commonly export it (the engine's training detector reads
+    # these; docs/detection.md): generic names, Hugging Face Trainer's log keys, and Composer's
+    # SpeedMonitor / OLMo keys with "/" turned into "_" as Prometheus names need.
+    tr = "training"
+    add(
+        tr,
+        "gauge",
+        "training_throughput training_tokens_per_second training_samples_per_second training_steps_per_second "
+        "train_tokens_per_second train_samples_per_second train_steps_per_second "
+        "throughput_tokens_per_sec throughput_samples_per_sec throughput_batches_per_sec "
+        "throughput_device_tokens_per_sec throughput_device_samples_per_sec throughput_device_batches_per_sec "
+        "throughput_device_tps",
+        "Training job throughput (higher is better); one series per job or per rank.",
+    )
+    add(
+        tr,
+        "gauge",
+        "training_mfu train_mfu throughput_device_mfu model_flops_utilization",
+        "Training job model FLOPs utilisation (higher is better); one series per job or per rank.",
+    )
     return out
 
 
@@ -583,6 +615,27 @@ _info$                                                                    info  
 ^backendai_storage_volume_metric_last_updated_timestamp$                  time           none
 ^backendai_\w*success_count_total$                                       throughput     down
 ^backendai_\w*_total$                                                    throughput     none
+# --- peerwatch agent (docs/agent.md); its *_info families are info above. Xid counts include
+# application Xids, so they are states (the xid check judges them), not error counters.
+^peerwatch_agent_check_status$                                            state          up
+^peerwatch_agent_check_duration_seconds$                                  latency        up
+^peerwatch_agent_(last_run|xid_last_seen)_timestamp_seconds$              time           none
+^peerwatch_agent_xid_(count|last)$                                        state          up
+^peerwatch_agent_pcie_current_link_(width|speed_gts)$                     state          down
+^peerwatch_agent_pcie_max_link_(width|speed_gts)$                         capacity       none
+^peerwatch_agent_cpu_frequency_ratio$                                     clock          down
+^peerwatch_agent_cpu_scaling_max_capped_cpus$                             state          up
+^peerwatch_agent_infiniband_port_(state|phys_state|rate_bytes_per_second)$  state        down
+^peerwatch_agent_(infiniband_port_errors_total|nvme_media_errors_total)$  error_counter  up
+^peerwatch_agent_nvme_controller_state$                                   info           none
+^peerwatch_agent_nvme_(critical_warning|endurance_used_percent)$          state          up
+^peerwatch_agent_nvme_error_log_entries_total$                            quantity       none
+^peerwatch_agent_gpu_utilization_percent$                                 utilization    down
+^peerwatch_agent_gpu_(ecc_uncorrected_volatile|remapped_rows)$            error_counter  up
+^peerwatch_agent_gpu_(retired_pages_pending|clocks_event_reasons|remapped_rows_pending|remapped_rows_failure)$  state up
+# --- training jobs' own speed (see EXTRA)
+^(training_mfu|train_mfu|throughput_device_mfu|model_flops_utilization)$  utilization    down
+^(training_throughput|(training|train|throughput|throughput_device)_(tokens|samples|steps|batches)_per_(second|sec)|throughput_device_tps)$  throughput down
 """
 
 # ---------------------------------------------------------------------------------------------
@@ -658,6 +711,16 @@ UNIT_TABLE = r"""
 ^backendai_storage_volume_                                     service         volume
 ^backendai_device_utilization$                                 node            device_id
 ^backendai_                                                    node            -
+^peerwatch_agent_check_status$                                 node            component
+^peerwatch_agent_check_info$                                   node            check;component
+^peerwatch_agent_(check_duration_seconds|last_run_timestamp_seconds|build_info)$  exporter  -
+^peerwatch_agent_(xid|gpu)_                                    gpu             gpu
+# the agent names a PCI function by one pci_bus_id label (not node_exporter's segment;bus;...): node unit
+^peerwatch_agent_pcie_                                         node            pci_bus_id
+^peerwatch_agent_cpu_                                          node            -
+^peerwatch_agent_infiniband_                                   ib_port         device;port
+^peerwatch_agent_nvme_                                         disk            device
+^(training_|train_|throughput_|model_flops_utilization$)       node            rank|global_rank
 """
 
 
@@ -731,6 +794,7 @@ def gather(data: Path) -> dict[str, Info]:
         exposition(data / "datadog-dcgm-fixture" / "metrics.txt", "dcgm_exporter"),
         all_smi(data / "all-smi"),
         backend_ai(data / "backend.ai" / "metrics.csv"),
+        {name: ("peerwatch_agent", spec.type, spec.help) for name, spec in AGENT_FAMILIES.items()},
         {name: info for name, info in EXTRA.items()},
     ]
     for source in sources:

@@ -636,3 +636,12 @@ def test_cli_classify_text_and_errors(tmp_path: Path) -> None:
     for path, message in [(tmp_path / "none.csv", "cannot read"), (tmp_path / "short.csv", "only 5 usable samples")]:
         result = runner.invoke(app, ["classify", str(path)])
         assert result.exit_code == 2 and message in result.output and str(path) in result.output
+
+
+def test_periodicity_with_only_negative_autocorrelation_peaks_is_none() -> None:
+    import numpy as np
+
+    from peerwatch.training.periodic import _peak
+
+    acf = np.array([1.0] + [-0.5, -0.9, -0.2, -0.6, -0.1, -0.7, -0.3, -0.8, -0.4] * 3)
+    assert _peak(acf) is None

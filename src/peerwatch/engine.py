@@ -11,6 +11,7 @@ from typing import Protocol
 
 from peerwatch.catalog.classify import observed_kind
 from peerwatch.catalog.load import Catalog
+from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, prepare
 from peerwatch.detect.counters import CounterDetector
@@ -19,6 +20,7 @@ from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
+from peerwatch.detect.training import TrainingShapeDetector
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.sources.inputs import read_inputs
@@ -31,7 +33,15 @@ class Detector(Protocol):
 
 
 def default_detectors() -> list[Detector]:
-    return [PeerDetector(), CounterDetector(), StateDetector(), PresenceDetector(), ClusterDetector()]
+    return [
+        PeerDetector(),
+        CounterDetector(),
+        StateDetector(),
+        PresenceDetector(),
+        ClusterDetector(),
+        AgentCheckDetector(),
+        TrainingShapeDetector(),
+    ]
 
 
 def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray], Kind]:

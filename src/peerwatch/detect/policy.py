@@ -22,7 +22,7 @@ from peerwatch.diagnose.actions import severity_and_action
 from peerwatch.diagnose.rules import Diagnoser
 from peerwatch.model import Alarm, Finding
 
-SURE_DETECTORS = frozenset({"state", "presence"})
+SURE_DETECTORS = frozenset({"state", "presence", "agent"})
 NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are never a shared workload move
 
 

@@ -98,6 +98,8 @@ def _peak(acf: np.ndarray) -> int | None:
     if good.size == 0:
         return None
     best = float(acf[good].max())
+    if best <= 0:  # no positive correlation at any lag: nothing periodic (and 0.9 * best would exclude all)
+        return None
     return int(good[acf[good] >= 0.9 * best][0])
 
 
