@@ -191,3 +191,14 @@ def test_the_whole_cluster_silent_at_once_is_monitoring_blindness_not_dead_nodes
     findings = PresenceDetector().detect(context_of(frames, Catalog.default()))
     assert findings and {f.node for f in findings} == {"peerwatch"}
     assert {f.hint for f in findings} == {"monitoring_blind"}
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 5])
+def test_sustained_is_a_causal_median_even_on_a_window_shorter_than_it(steps: int) -> None:
+    from peerwatch.detect.peer import sustained
+
+    x = np.array([[0.0, 9.0, 0.0, 9.0, 9.0, 9.0, np.nan][:steps]])
+    out = sustained(x, 3)
+    padded = [0.0, 0.0, *np.nan_to_num(x[0]).tolist()]
+    want = [float(np.median(padded[i : i + 3])) for i in range(steps)]
+    np.testing.assert_array_equal(out[0], want)

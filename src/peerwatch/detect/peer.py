@@ -156,8 +156,10 @@ def sustained(score: FloatArray, steps: int) -> FloatArray:
     if steps <= 1:
         return score
     x = np.nan_to_num(score, nan=0.0)
-    shifted = [x] + [np.concatenate([np.zeros((x.shape[0], k)), x[:, :-k]], axis=1) for k in range(1, steps)]
-    out: FloatArray = np.median(np.stack(shifted), axis=0)
+    shifted = np.zeros((steps, *x.shape))
+    for k in range(min(steps, x.shape[1])):  # a window shorter than `steps` has zeros before its start
+        shifted[k][:, k:] = x[:, : x.shape[1] - k]
+    out: FloatArray = np.median(shifted, axis=0)
     return out
 
 
