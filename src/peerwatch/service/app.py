@@ -23,6 +23,7 @@ from peerwatch.service import metrics
 from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
 from peerwatch.service.runner import Service
 from peerwatch.service.views import node_views
+from peerwatch.web import dashboard_router
 
 
 class Change(BaseModel):
@@ -124,6 +125,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
             "api": ["/api/v1/alarms", "/api/v1/alarms/{id}", "/api/v1/nodes", "/metrics", "/healthz", "/docs"],
         }
 
+    app.include_router(dashboard_router(service))
     return app
 
 

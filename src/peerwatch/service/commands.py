@@ -119,6 +119,7 @@ def demo_command(
 def _announce(config: ServiceConfig, story: str) -> None:
     url = f"http://{config.api.listen}"
     typer.echo(f"peerwatch demo: {story}")
+    typer.echo(f"  dashboard {url}/dashboard/")
     typer.echo(f"  alarms   {url}/api/v1/alarms      nodes {url}/api/v1/nodes")
     typer.echo(f"  metrics  {url}/metrics             API docs {url}/docs")
     typer.echo(f"  token    {config.api.token}  (POST .../alarms/ID/acknowledge with 'Authorization: Bearer TOKEN')")

@@ -1,0 +1,108 @@
+"""The cluster page: every node × component category as a heat map, grouped by standing.
+
+A cell is the strongest detector score at the last evaluated step among the node's components of
+that category (``gpu/3`` is ``gpu``, ``ib/mlx5_0`` is ``ib``); a cell with an open alarm is
+outlined. Nodes are grouped: open alarm, in service, spare pool, not seen.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from peerwatch.service.evaluation import ScoreKey
+from peerwatch.web.format import number
+from peerwatch.web.page import badge, esc
+
+CATEGORIES = ("gpu", "nvswitch", "ib", "net", "nfs", "disk", "node")
+LEVELS = ((10.0, "l3"), (4.0, "l2"), (0.0, "l1"))  # score at least -> cell class
+GROUPS = (("alarm", "Open alarms"), ("ok", "In service"), ("spare", "Spare pool"), ("unseen", "Not seen yet"))
+
+
+def category(component: str) -> str:
+    """``gpu/3`` -> ``gpu``; anything unknown counts as ``node``."""
+    head = component.split("/", 1)[0].split(":", 1)[0]
+    return head if head in CATEGORIES else "node"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    score: float | None
+    metric: str = ""
+    component: str = ""
+    alarm: bool = False
+
+
+def cells(scores: Mapping[ScoreKey, float], alarm_components: Mapping[str, set[str]]) -> dict[str, dict[str, Cell]]:
+    """Per node and category: the strongest score, where it was, and whether an alarm is open there."""
+    best: dict[str, dict[str, Cell]] = defaultdict(dict)
+    for (node, component, metric), score in scores.items():
+        cat = category(component)
+        held = best[node].get(cat)
+        if held is None or (held.score or 0.0) < score:
+            best[node][cat] = Cell(score, metric, component)
+    for node, components in alarm_components.items():
+        for cat in {category(c) for c in components}:
+            held = best[node].get(cat, Cell(None))
+            best[node][cat] = Cell(held.score, held.metric, held.component, alarm=True)
+    return best
+
+
+def _cell_html(cat: str, cell: Cell | None) -> str:
+    if cell is None or (cell.score is None and not cell.alarm):
+        return '<i class="c"></i>'
+    level = next((cls for floor, cls in LEVELS if (cell.score or 0.0) >= floor), "l1")
+    where = f" — {cell.metric} on {cell.component}" if cell.metric else ""
+    title = f"{cat}: {number(cell.score)}{where}{' — open alarm' if cell.alarm else ''}"
+    return f'<i class="c {level}{" alarm" if cell.alarm else ""}" title="{esc(title)}"></i>'
+
+
+def _tile(prefix: str, view: Mapping[str, Any], row: Mapping[str, Cell]) -> str:
+    node = str(view["node"])
+    extra = ""
+    if view.get("spare"):
+        extra = f" {badge('spare ' + str(view['spare']), 'spare')}"
+    risk = float(view.get("risk") or 1.0)
+    if risk >= 2.0:  # lemon risk: times likelier to fail next than a node with no history
+        extra += f' <span class="risk">risk {risk:.1f}×</span>'
+    grid = "".join(_cell_html(cat, row.get(cat)) for cat in CATEGORIES)
+    return (
+        f'<div class="tile {esc(view["status"])}" data-node="{esc(node)}">'
+        f'<a href="{prefix}/nodes/{esc(node)}">{esc(node)}</a>{extra}<div class="cells">{grid}</div></div>'
+    )
+
+
+def render_cluster(
+    prefix: str,
+    views: Sequence[Mapping[str, Any]],
+    scores: Mapping[ScoreKey, float],
+    open_components: Mapping[str, set[str]],
+) -> str:
+    """The heat map body, one section per group of nodes (``views``: ``service.views.node_views``)."""
+    by_node = cells(scores, open_components)
+    counts: dict[str, int] = defaultdict(int)
+    for v in views:
+        counts[str(v["status"])] += 1
+    legend = (
+        '<p class="legend">columns: '
+        + " ".join(f"<b>{c}</b>" for c in CATEGORIES)
+        + ' · score <i class="c l1"></i> below 4 <i class="c l2"></i> 4–10 <i class="c l3"></i> 10+'
+        ' <i class="c alarm"></i> open alarm · '
+        + ", ".join(f"{counts[k]} {name.lower()}" for k, name in GROUPS)
+        + "</p>"
+    )
+    sections = []
+    for key, name in GROUPS:
+        members = [v for v in views if v["status"] == key]
+        if not members:
+            continue
+        tiles = "\n".join(_tile(prefix, v, by_node.get(str(v["node"]), {})) for v in members)
+        sections.append(
+            f'<section class="group {key}"><h2>{esc(name)} ({len(members)})</h2>'
+            f'<div class="heatmap">{tiles}</div></section>'
+        )
+    if not sections:
+        sections.append('<p class="muted">no node seen yet: the first evaluation has not run</p>')
+    return legend + "\n".join(sections)

@@ -1,0 +1,169 @@
+"""The dashboard's routes: thin views over the service's store, health and sample window.
+
+``app.include_router(dashboard_router(service))`` mounts the pages under ``/dashboard`` and one
+JSON endpoint, ``GET /api/v1/nodes/{node}/peers``: a node's series against its peers' band.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse, Response
+
+from peerwatch.service.errors import BadRequest, NotFound
+from peerwatch.service.runner import Service
+from peerwatch.service.views import node_views
+from peerwatch.web.alarms import render_alarm, render_alarm_list
+from peerwatch.web.catalog_page import CatalogCache, render_catalog
+from peerwatch.web.cluster import render_cluster
+from peerwatch.web.format import clock
+from peerwatch.web.node_page import render_node
+from peerwatch.web.page import esc, shell
+from peerwatch.web.peers import BandCache, PeerBand, peer_band
+from peerwatch.web.spares import recommend, render_spares, sizing
+from peerwatch.web.svg import band_svg
+
+PREFIX = "/dashboard"
+STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
+ALL = 100_000
+
+
+def _static() -> dict[str, bytes]:
+    folder = resources.files("peerwatch.web").joinpath("static")
+    return {name: folder.joinpath(name).read_bytes() for name in STATIC}
+
+
+def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
+    """The dashboard over ``service``: cluster, alarms, nodes, catalogue, spares."""
+    router = APIRouter()
+    hidden: dict[str, Any] = {"include_in_schema": False, "response_class": HTMLResponse}  # pages, not API
+    static = _static()
+    bands, catalogs = BandCache(), CatalogCache()
+
+    def status_line() -> str:
+        s = service.status()
+        text = f"{s['status']} · data until {clock(s['evaluated_until'])}"  # type: ignore[arg-type]
+        return f'<span class="badge {esc(s["status"])}">{esc(text)}</span>'
+
+    def page(title: str, body: str, active: str = "", code: int = 200) -> HTMLResponse:
+        return HTMLResponse(shell(prefix, title, body, active=active, status=status_line()), status_code=code)
+
+    def now() -> float:
+        return service.evaluated_until if service.evaluated_until is not None else service.clock.now()
+
+    def band(
+        node: str, metric: str, labels: str | None, component: str | None, start: float | None, end: float | None
+    ) -> PeerBand | None:
+        wanted: dict[str, str] | None = None
+        if labels:
+            try:
+                parsed = orjson.loads(labels)
+            except orjson.JSONDecodeError:
+                parsed = None
+            if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
+                raise BadRequest('labels: must be a JSON object of strings, e.g. {"gpu": "3"}')
+            wanted = parsed
+        newest = service.buffer.newest
+        if newest is None:
+            return None
+        hi = newest if end is None else min(end, newest)
+        lo = max(newest - service.config.window, start if start is not None else -float("inf"))
+        if hi <= lo:
+            return None
+        step, node_labels = service.config.step, tuple(service.config.node_labels)
+        frame = bands.frame(service.buffer, metric, lo, hi, step, node_labels)
+        if frame is None:
+            return None
+        spares = {n.node for n in service.store.nodes() if n.spare is not None}
+        return peer_band(frame, node, labels=wanted, component=component, exclude=spares)
+
+    @router.get(prefix, **hidden)
+    @router.get(prefix + "/", **hidden)
+    def cluster() -> HTMLResponse:
+        views = node_views(service)
+        open_components: dict[str, set[str]] = defaultdict(set)
+        for s in service.store.alarms(open_only=True, limit=ALL):
+            open_components[s.alarm.node].add(s.alarm.component)
+        body = render_cluster(prefix, views, service.health.scores, open_components)
+        return page("Cluster", body, "cluster")
+
+    @router.get(prefix + "/alarms", **hidden)
+    def alarms(status: Literal["open", "all"] = "all") -> HTMLResponse:
+        rows = service.store.alarms(open_only=status == "open", limit=ALL)
+        return page("Alarms", render_alarm_list(prefix, rows, now(), status == "open"), "alarms")
+
+    @router.get(prefix + "/alarms/{alarm_id}", **hidden)
+    def alarm(alarm_id: str) -> HTMLResponse:
+        s = service.store.alarm(alarm_id)
+        if s is None:
+            return page("No such alarm", f"<p>no alarm with id {esc(alarm_id)}</p>", "alarms", 404)
+        a = s.alarm
+        body = render_alarm(prefix, s, service.store.actions(alarm_id), now(), service.token is not None)
+        return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms")
+
+    @router.get(prefix + "/nodes/{node}", **hidden)
+    def node(node: str) -> HTMLResponse:
+        view = next((v for v in node_views(service) if v["node"] == node), None)
+        rows = service.store.alarms(node=node, limit=200)
+        if view is None and not rows:
+            return page("No such node", f"<p>no node {esc(node)} seen or listed as a spare</p>", "cluster", 404)
+        return page(f"Node {node}", render_node(prefix, view, node, rows, service.health.scores), "cluster")
+
+    @router.get(prefix + "/nodes/{node}/plot", **hidden)
+    def plot(
+        node: str,
+        metric: str,
+        labels: str | None = None,
+        component: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        mark: float | None = None,
+    ) -> HTMLResponse:
+        """An HTML fragment: the SVG of ``peers``, which the pages load into their plot boxes."""
+        b = band(node, metric, labels, component, start, end)
+        if b is None:
+            return HTMLResponse('<p class="muted">no samples of this series in the service\'s window</p>')
+        marks = [(mark, "alarm opened")] if mark is not None else []
+        return HTMLResponse(band_svg(b, marks, f"{metric} on {node} {b.component}"))
+
+    @router.get(prefix + "/catalog", **hidden)
+    def catalog() -> HTMLResponse:
+        report = catalogs.report(
+            service.buffer, service.config.step, service.config.window, tuple(service.config.node_labels)
+        )
+        return page("Catalogue", render_catalog(report), "catalog")
+
+    @router.get(prefix + "/spares", **hidden)
+    def spares() -> HTMLResponse:
+        views = node_views(service)
+        everything = service.store.alarms(limit=ALL)
+        swaps = recommend([s for s in everything if s.open], views)
+        return page("Spares", render_spares(prefix, swaps, views, sizing(everything, len(views))), "spares")
+
+    @router.get(prefix + "/static/{name}", include_in_schema=False)
+    def asset(name: str) -> Response:
+        if name not in static:
+            raise NotFound(f"no static file {name!r}")
+        return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+    @router.get("/api/v1/nodes/{node}/peers", tags=["dashboard"])
+    def peers(
+        node: str,
+        metric: Annotated[str, Query(min_length=1)],
+        labels: Annotated[str | None, Query(description="JSON object: the series' labels to match")] = None,
+        component: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> dict[str, Any]:
+        """A node's series of ``metric`` against its peers' median and 10th–90th percentile, per step,
+        over ``[start, end]`` within the service's window (spares are not peers)."""
+        b = band(node, metric, labels, component, start, end)
+        if b is None:
+            raise NotFound(f"no series of {metric!r} on {node!r} in the service's window")
+        return b.as_json()
+
+    return router

@@ -1,0 +1,132 @@
+"""Spare recommendations: which spare to swap in for each node an alarm takes out, and how many to keep.
+
+Nodes an open alarm wants out of service (action ``swap`` or ``drain``) are matched, most severe
+first, with the available spares of lowest lemon risk. Pool sizing comes from the fleet report
+over the service's own alarm history (``act.fleet``): the 99th percentile of nodes down at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from peerwatch.act.fleet import FleetReport, fleet_report
+from peerwatch.act.history import make_history
+from peerwatch.service.store import OUT_OF_SERVICE, StoredAlarm, fault_events
+from peerwatch.web.format import clock
+from peerwatch.web.page import badge, esc, link, table
+
+LEMONS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Swap:
+    alarm: StoredAlarm
+    spare: str | None  # None: no available spare left
+    spare_risk: float | None
+
+
+def recommend(open_alarms: Sequence[StoredAlarm], views: Sequence[Mapping[str, Any]]) -> list[Swap]:
+    """One row per open alarm that takes its node out, critical and swap first, with a spare or None."""
+    wanted = [s for s in open_alarms if s.alarm.action in OUT_OF_SERVICE]
+    wanted.sort(key=lambda s: (s.alarm.severity != "critical", s.alarm.action != "swap", s.alarm.ts))
+    pool = sorted(
+        (float(v["risk"]), str(v["node"])) for v in views if v.get("spare") == "available" and v["status"] != "alarm"
+    )
+    out, taken = [], set()
+    for s in wanted:
+        if s.alarm.node in taken:  # a second alarm on the same node needs no second spare
+            continue
+        taken.add(s.alarm.node)
+        pick = pool.pop(0) if pool else None
+        out.append(Swap(s, pick[1] if pick else None, pick[0] if pick else None))
+    return out
+
+
+def sizing(alarms: Sequence[StoredAlarm], fleet: int) -> FleetReport | None:
+    """The fleet report over the alarms that took nodes out; None without any."""
+    events = fault_events(alarms)
+    if not events:
+        return None
+    history = make_history(events, fleet_size=max(fleet, len({e.node for e in events})), source="peerwatch alarms")
+    return fleet_report(history)
+
+
+def render_spares(
+    prefix: str, swaps: Sequence[Swap], views: Sequence[Mapping[str, Any]], report: FleetReport | None
+) -> str:
+    """Recommended swaps, the pool, the sizing advice and the nodes most likely to fail next."""
+    pool = [v for v in views if v.get("spare")]
+    rows = [
+        [
+            link(f"{prefix}/nodes/{s.alarm.alarm.node}", s.alarm.alarm.node),
+            esc(s.alarm.alarm.component),
+            esc(s.alarm.alarm.diagnosis),
+            badge(s.alarm.alarm.severity),
+            esc(s.alarm.alarm.action),
+            link(f"{prefix}/alarms/{s.alarm.id}", s.alarm.id),
+            link(f"{prefix}/nodes/{s.spare}", s.spare) + f" (risk {s.spare_risk:.2f})"
+            if s.spare
+            else '<b class="warn">no spare available</b>',
+        ]
+        for s in swaps
+    ]
+    needs = (
+        table(["node", "component", "diagnosis", "severity", "action", "alarm", "swap in"], rows, "swaps")
+        if rows
+        else '<p class="muted">no open alarm asks for a node to be taken out</p>'
+    )
+    pool_table = (
+        table(
+            ["spare", "state", "status", "risk"],
+            (
+                [
+                    link(f"{prefix}/nodes/{v['node']}", v["node"]),
+                    esc(v["spare"]),
+                    badge(str(v["status"])),
+                    f"{float(v['risk']):.2f}",
+                ]
+                for v in pool
+            ),
+        )
+        if pool
+        else '<p class="muted">no spare pool configured (setting <code>spares</code>)</p>'
+    )
+    available = sum(1 for v in pool if v["spare"] == "available" and v["status"] != "alarm")
+    if report is None:
+        advice = "<p>no node has been taken out yet: no history to size the pool from.</p>"
+    else:
+        advice = (
+            f"<p>Over {report.faults} faults on {report.nodes_faulted} nodes since {esc(clock(report.start_ts))}: "
+            f"at most <b>{report.spares_peak}</b> nodes were out at once, <b>{report.spares_p99}</b> at the 99th "
+            f"percentile of time. Keep at least {report.spares_p99} spares; {available} are available now. "
+            f"10% of the fleet ({report.rule_of_thumb[0]}) would have covered every outage "
+            f"{100 * report.rule_of_thumb_coverage:.1f}% of the time.</p>"
+        )
+    lemons = sorted((v for v in views if float(v["risk"]) > 1.0), key=lambda v: -float(v["risk"]))[:LEMONS]
+    lemon_table = (
+        table(
+            ["node", "risk", "status"],
+            (
+                [link(f"{prefix}/nodes/{v['node']}", v["node"]), f"{float(v['risk']):.2f}", badge(str(v["status"]))]
+                for v in lemons
+            ),
+        )
+        if lemons
+        else '<p class="muted">no node is riskier than one with no history</p>'
+    )
+    return "\n".join(
+        [
+            "<h2>Swaps to make</h2>",
+            needs,
+            "<h2>Spare pool</h2>",
+            pool_table,
+            "<h2>How many spares</h2>",
+            advice,
+            "<h2>Likeliest to fail next</h2>",
+            '<p class="muted">lemon risk: how much likelier than a node with no history to fail next '
+            "(docs/fleet.md); keep these out of the spare pool</p>",
+            lemon_table,
+        ]
+    )

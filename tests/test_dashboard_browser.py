@@ -1,0 +1,181 @@
+"""The dashboard in real headless Chromium: a service runs over a simulated NVLink fault until its alarm
+opens; the pages show the faulty node, its evidence plots render, and acknowledging from the page works."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from browser import Chromium, Served, chromium_fixture  # noqa: F401
+from peerwatch.model import SeriesBlock
+from peerwatch.service import Service, config_from_dict
+from peerwatch.service.app import create_app
+from peerwatch.service.clock import Clock
+from peerwatch.service.live_sources import Fetch
+from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
+from peerwatch.web import dashboard_router
+
+TOKEN = "dash-token"
+FAULTY, SPARE = "gpu003", "gpu008"
+STEP = 30.0
+EXTRA_STEPS = 6
+
+
+@dataclass
+class Live:
+    service: Service
+    served: Served
+    alarm_id: str
+
+    def page(self, browser: Chromium, path: str) -> Any:
+        page = browser.context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.errors = errors
+        response = page.goto(self.served.url + path)
+        assert response is not None and response.status == 200, path
+        return page
+
+
+def _cut(blocks: list[SeriesBlock], after: float, until: float) -> Iterator[SeriesBlock]:
+    for b in blocks:
+        m = (b.timestamps > after) & (b.timestamps <= until)
+        if m.any():
+            yield SeriesBlock(b.key, b.timestamps[m], b.values[m], b.mtype)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """8 simulated nodes (gpu008 the spare) with an NVLink fault on gpu003 GPU 2: the service is fed step
+    by step from minute 10 and evaluated at each step until the alarm on gpu003 opens."""
+    fault = FaultRequest("nvlink_xid", node=FAULTY, gpu=2, at=0.5)  # precursor from ~9 min, XID at 30
+    sim = simulate(Scenario("dashboard", default_spec(8), hours=1.0, seed=2, faults=(fault,)))
+    blocks = list(sim.blocks())
+    start = sim.grid.start
+    raw = {
+        "source": {"tsdb": {"url": "http://127.0.0.1:1"}},  # never polled: the test feeds the buffer
+        "store": {"sqlite": str(tmp_path_factory.mktemp("dash") / "s.sqlite")},
+        "window": "1h",
+        "spares": [SPARE],
+        "api": {"token": TOKEN},
+    }
+    service = Service(config_from_dict(raw), clock=Clock(start=start + 600, origin=time.time()))
+    service.buffer.add(_cut(blocks, 0, start + 600))
+    at, alarm = start + 600, None
+    while alarm is None:
+        assert at < start + 2400, "no alarm on the faulty node within 40 simulated minutes"
+        service.buffer.add(_cut(blocks, at, at + STEP))
+        at += STEP
+        service.evaluate(Fetch(at, at, 1))
+        alarm = next((s for s in service.store.alarms(open_only=True) if s.alarm.node == FAULTY), None)
+    for _ in range(EXTRA_STEPS):  # the alarm gathers evidence as the fault develops
+        service.buffer.add(_cut(blocks, at, at + STEP))
+        at += STEP
+        service.evaluate(Fetch(at, at, 1))
+    app = create_app(service, run=False)
+    app.include_router(dashboard_router(service))
+    served = Served(app)
+    try:
+        yield Live(service, served, alarm.id)
+    finally:
+        served.stop()
+        service.store.close()
+
+
+def test_cluster_page_shows_the_faulty_node_and_the_spare(live: Live, chromium: Chromium) -> None:
+    page = live.page(chromium, "/dashboard/")
+    tile = page.locator(f'.group.alarm .tile[data-node="{FAULTY}"]')
+    assert tile.count() == 1 and tile.locator(".c.alarm").count() == 1  # its gpu cell carries the alarm
+    assert page.locator(f'.group.spare .tile[data-node="{SPARE}"]').count() == 1
+    assert page.locator(".tile").count() == 8
+    tile.locator("a").click()
+    page.wait_for_url(f"**/dashboard/nodes/{FAULTY}")
+    page.wait_for_selector(".plot.loaded svg path.value")
+    assert page.errors == []
+    page.close()
+
+
+def test_alarm_page_plots_the_evidence_against_the_peers(live: Live, chromium: Chromium) -> None:
+    page = live.page(chromium, "/dashboard/alarms")
+    page.locator(f'table.alarms a[href="/dashboard/alarms/{live.alarm_id}"]').click()
+    page.wait_for_url(f"**/dashboard/alarms/{live.alarm_id}")
+    assert FAULTY in page.locator("h1").inner_text()
+    page.wait_for_function(
+        "document.querySelectorAll('.plot').length === document.querySelectorAll('.plot.loaded').length"
+    )
+    plots = page.locator(".evidence .band-plot")
+    assert plots.count() >= 2
+    # The precursor: the scheduler agent's task count, the node's line far above its peers' band.
+    first = page.locator('.evidence:has(h3:has-text("backendai_async_task_count")) .band-plot')
+    paths = {cls: first.locator(f"path.{cls}").get_attribute("d") or "" for cls in ("value", "median", "band")}
+    for cls, d in paths.items():
+        assert d.startswith("M") and d.count("L") >= 10, (cls, d[:200])
+    last_y = {cls: float(paths[cls].rsplit(",", 1)[1].split()[0]) for cls in ("value", "median")}
+    assert last_y["value"] < last_y["median"] - 50  # SVG y grows downwards
+    assert first.locator("line.mark").count() == 1  # the alarm's opening
+    assert page.errors == []
+    page.close()
+
+
+def test_acknowledge_from_the_alarm_page(live: Live, chromium: Chromium) -> None:
+    page = live.page(chromium, f"/dashboard/alarms/{live.alarm_id}")
+    form = page.locator("form#ack")
+    form.locator("input[name=token]").fill("wrong")
+    form.locator("button").click()
+    page.wait_for_selector("form#ack .result.error")
+    assert "401" in form.locator(".result").inner_text()
+    api = f"{live.served.url}/api/v1/alarms/{live.alarm_id}"
+    assert httpx.get(api).json()["status"] == "open"
+
+    form.locator("input[name=token]").fill(TOKEN)
+    form.locator("input[name=by]").fill("oncall")
+    form.locator("input[name=note]").fill("swapping gpu003")
+    form.locator("button").click()
+    page.wait_for_selector("form#ack .result.ok")
+    assert page.locator("#alarm-status .badge").inner_text() == "acknowledged"
+    assert form.locator("input[name=token]").input_value() == ""  # not kept in the page
+    body = httpx.get(api).json()
+    assert body["status"] == "acknowledged"
+    assert body["acknowledged"]["by"] == "oncall" and body["acknowledged"]["note"] == "swapping gpu003"
+    page.reload()
+    assert "acknowledged by oncall" in page.locator("main").inner_text()
+    assert [e for e in page.errors if "status of 401" not in e] == []  # the refused attempt is logged
+    page.close()
+
+
+def test_other_pages_and_nothing_leaves_loopback(live: Live, chromium: Chromium) -> None:
+    page = live.page(chromium, "/dashboard/spares")
+    swaps = page.locator("table.swaps")
+    if swaps.count():  # the alarm's action decides whether a swap is asked for
+        assert SPARE in swaps.inner_text()
+    assert SPARE in page.locator("main").inner_text()
+    page.goto(live.served.url + "/dashboard/catalog")  # built in the background; the page reloads itself
+    page.wait_for_selector("table.families", timeout=30_000)
+    assert page.locator("table.families tbody tr").count() > 50
+    assert page.errors == []
+    page.close()
+    outside = [u for u in chromium.requests if not u.startswith(live.served.url)]
+    assert outside == [], outside
+
+
+def test_shots(live: Live, chromium: Chromium, tmp_path: Path) -> None:
+    """Screenshots of each page for a person to look at (kept in pytest's temporary folder)."""
+    shots = {
+        "cluster": "/dashboard/",
+        "alarm": f"/dashboard/alarms/{live.alarm_id}",
+        "node": f"/dashboard/nodes/{FAULTY}",
+    }
+    shots |= {"spares": "/dashboard/spares", "alarms": "/dashboard/alarms"}
+    for name, path in shots.items():
+        page = live.page(chromium, path)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+        page.close()
+    assert (tmp_path / "alarm.png").stat().st_size > 10_000
