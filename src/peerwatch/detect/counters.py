@@ -92,5 +92,6 @@ class CounterDetector:
                 continue
             inc = increments(s, ctx.step)
             score = counter_scores(inc, s.peer_key, self.settings)
-            out.extend(emit(ctx, s, score, None, None, self.settings.report, self.name, "per second: the counter keeps increasing"))
+            what = "per second: the counter keeps increasing"
+            out.extend(emit(ctx, s, score, None, None, self.settings.report, self.name, what))
         return out
