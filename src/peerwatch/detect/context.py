@@ -113,8 +113,13 @@ def per_node(s: Series) -> Series:
         SeriesKey(s.frame.name, tuple((k, v) for k, v in s.frame.keys[first[i]].labels if k not in own))
         for i in range(len(pairs))
     )
-    frame = replace(s.frame, keys=keys, nodes=tuple(s.frame.nodes[first[i]] for i in range(len(pairs))), values=values,
-                    last_seen=np.full(len(pairs), np.nan))  # fmt: skip
+    frame = replace(
+        s.frame,
+        keys=keys,
+        nodes=tuple(s.frame.nodes[first[i]] for i in range(len(pairs))),
+        values=values,
+        last_seen=np.full(len(pairs), np.nan),
+    )
     return Series(
         frame=frame,
         family=s.family,

@@ -68,8 +68,9 @@ def fuse(findings: Sequence[Finding], others_weight: float) -> float:
     return min(2 * scores[0], scores[0] + others_weight * sum(scores[1:]))
 
 
-def shared_signals(findings: Sequence[Finding], groups_at: dict[str, int], group_sizes: dict[int, int],
-                   settings: PolicySettings) -> set[tuple[int, str]]:  # fmt: skip
+def shared_signals(
+    findings: Sequence[Finding], groups_at: dict[str, int], group_sizes: dict[int, int], settings: PolicySettings
+) -> set[tuple[int, str]]:
     """(group, signal) pairs seen at so many nodes of the group at one step that they are a shared move."""
     nodes: dict[tuple[int, str], set[str]] = defaultdict(set)
     for f in findings:

@@ -116,8 +116,17 @@ class StateDetector:
         else:
             keep = np.ones(v.shape[0], dtype=bool)
         down = keep[:, None] & ~np.isnan(v) & (v != healthy) & _was(v, healthy)
-        return emit(ctx, s, np.where(down, score, 0.0), None, None, self.settings.report, self.name,
-                    f"(healthy: {healthy:g}); now", hint)  # fmt: skip
+        return emit(
+            ctx,
+            s,
+            np.where(down, score, 0.0),
+            None,
+            None,
+            self.settings.report,
+            self.name,
+            f"(healthy: {healthy:g}); now",
+            hint,
+        )
 
     def _pcie(self, ctx: Context, s: Series, what: str, util: Series | None) -> list[Finding]:
         v = s.values
