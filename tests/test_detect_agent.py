@@ -7,13 +7,14 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect import policy as policy_module
 from peerwatch.detect.agent import AgentCheckDetector, alarm_component, diagnosis_of, parse_check_rules
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import context_of, detect
 from peerwatch.frames import Frame
-from peerwatch.model import DIAGNOSES, Finding, SeriesKey
+from peerwatch.model import DIAGNOSES, Finding
 
 START, STEP, STEPS, NODES, ONSET = 1_764_460_800.0, 30.0, 60, 8, 30
 FAULT = "gpu03"
@@ -24,16 +25,7 @@ Row = tuple[str, str, str]  # node, check, component
 
 
 def frame(name: str, rows: list[dict[str, str]], values: np.ndarray) -> Frame:
-    return Frame(
-        name=name,
-        kind="gauge",
-        start=START,
-        step=STEP,
-        keys=tuple(SeriesKey.of(name, r) for r in rows),
-        nodes=tuple(r["instance"].split(":")[0] for r in rows),
-        values=values,
-        last_seen=np.full(len(rows), START + STEP * (STEPS - 1)),
-    )
+    return make_frame(name, rows, values, START, STEP)
 
 
 def agent_frames(status: dict[Row, np.ndarray], hints: dict[Row, str]) -> dict[str, Frame]:

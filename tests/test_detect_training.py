@@ -5,28 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.policy import Policy
 from peerwatch.detect.training import TrainingSettings, TrainingShapeDetector, sustained_best
 from peerwatch.engine import context_of, detect
 from peerwatch.frames import Frame
-from peerwatch.model import Finding, SeriesKey
+from peerwatch.model import Finding
 
 START, STEP, STEPS, ONSET = 1_764_460_800.0, 30.0, 480, 200  # 4 h at 30 s; a fault after 100 minutes
 NAME = "training_tokens_per_second"
 
 
 def frame(name: str, rows: list[dict[str, str]], values: np.ndarray) -> Frame:
-    return Frame(
-        name=name,
-        kind="gauge",
-        start=START,
-        step=STEP,
-        keys=tuple(SeriesKey.of(name, r) for r in rows),
-        nodes=tuple(r["instance"].split(":")[0] for r in rows),
-        values=values,
-        last_seen=np.full(len(rows), START + STEP * (STEPS - 1)),
-    )
+    return make_frame(name, rows, values, START, STEP)
 
 
 def job(values: np.ndarray, name: str = NAME) -> dict[str, Frame]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.counters import CounterDetector
@@ -21,24 +22,13 @@ from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
 from peerwatch.engine import Detector, context_of
 from peerwatch.frames import Frame
-from peerwatch.model import SeriesKey
 
 START, STEP, STEPS, NODES, ONSET = 1_764_460_800.0, 30.0, 80, 12, 50
 FAULT_NODE, FAULT_GPU = "gpu07", "3"
 
 
 def frame(name: str, kind: str, rows: list[dict[str, str]], values: np.ndarray) -> Frame:
-    keys = tuple(SeriesKey.of(name, r) for r in rows)
-    return Frame(
-        name=name,
-        kind=kind,  # type: ignore[arg-type]
-        start=START,
-        step=STEP,
-        keys=keys,
-        nodes=tuple(r.get("Hostname") or r["instance"].split(":")[0] for r in rows),
-        values=values,
-        last_seen=np.full(len(rows), START + STEP * (STEPS - 1)),
-    )
+    return make_frame(name, rows, values, START, STEP, kind)  # type: ignore[arg-type]
 
 
 def gpu_rows() -> list[dict[str, str]]:
