@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from peerwatch import __version__
+from peerwatch.act.remediation import Remediator
 from peerwatch.service import metrics
 from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
 from peerwatch.service.runner import Service
@@ -32,6 +33,15 @@ class Change(BaseModel):
     model_config = ConfigDict(extra="forbid")
     by: str = Field(default="api", min_length=1, max_length=200)
     note: str = Field(default="", max_length=2000)
+
+
+class Remediate(BaseModel):
+    """What to do about an alarm's node, who asks and why (the reason defaults to the alarm's diagnosis)."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["drain", "swap", "undrain"]
+    by: str = Field(min_length=1, max_length=200)
+    reason: str | None = Field(default=None, min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]*$")
 
 
 def create_app(service: Service, *, run: bool = True) -> FastAPI:
@@ -48,6 +58,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
                 service.stop()
 
     app = FastAPI(title="peerwatch", version=__version__, lifespan=lifespan)
+    remediator = Remediator(service.config.remediation, service.store)
 
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
@@ -81,7 +92,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
         row = service.store.alarm(alarm_id)
         if row is None:
             raise NotFound(f"no alarm with id {alarm_id!r}")
-        return {**row.as_json(), "actions": [_action(a) for a in service.store.actions(alarm_id)]}
+        return {**row.as_json(), "actions": [a.as_json() for a in service.store.actions(alarm_id)]}
 
     @app.post("/api/v1/alarms/{alarm_id}/acknowledge", dependencies=[Depends(token)])
     def acknowledge(alarm_id: str, change: Change | None = None) -> dict[str, Any]:
@@ -96,6 +107,18 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
         row = service.store.resolve(alarm_id, change.by, change.note, service.clock.now(), time.time())
         service.changed()
         return row.as_json()
+
+    @app.post("/api/v1/alarms/{alarm_id}/remediate", dependencies=[Depends(token)])
+    def remediate(alarm_id: str, body: Remediate) -> dict[str, Any]:
+        """Drain the alarm's node, swap in the lowest-risk available spare, or undrain: the configured
+        commands, only rendered in dry-run mode, run in execute mode; stored as an action either way."""
+        views = node_views(service)
+        return remediator.remediate(alarm_id, body.action, body.by, body.reason, views, time.time())
+
+    @app.get("/api/v1/actions")
+    def list_actions(alarm_id: str | None = None) -> dict[str, Any]:
+        """Every action taken (acknowledge, resolve, drain, swap, undrain), oldest first."""
+        return {"actions": [a.as_json() for a in service.store.actions(alarm_id)]}
 
     @app.get("/api/v1/nodes")
     def list_nodes() -> dict[str, Any]:
@@ -122,12 +145,16 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
     def index() -> dict[str, Any]:
         return {
             "peerwatch": __version__,
-            "api": ["/api/v1/alarms", "/api/v1/alarms/{id}", "/api/v1/nodes", "/metrics", "/healthz", "/docs"],
+            "api": [
+                "/api/v1/alarms",
+                "/api/v1/alarms/{id}",
+                "/api/v1/actions",
+                "/api/v1/nodes",
+                "/metrics",
+                "/healthz",
+                "/docs",
+            ],
         }
 
     app.include_router(dashboard_router(service))
     return app
-
-
-def _action(a: Any) -> dict[str, Any]:
-    return {"wall": a.wall, "kind": a.kind, "by": a.by, "note": a.note}

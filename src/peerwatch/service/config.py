@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from peerwatch.act.remediation import PRESETS, Command, check_template
 from peerwatch.service.errors import ConfigError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -147,6 +148,17 @@ class AlertmanagerConfig(Settings):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class WritebackConfig(Settings):
+    url: HttpUrl
+    timeout: Duration = 10.0
+
+
+class WebhookConfig(Settings):
+    url: HttpUrl
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: Duration = 10.0
+
+
 class ApiConfig(Settings):
     listen: str = "127.0.0.1:8080"
     token: str | None = None
@@ -201,6 +213,54 @@ class ClockConfig(Settings):
     origin: float | None = None
 
 
+def _commands(value: Any) -> Any:
+    # One command may be written as a bare argv list; several as a list of argv lists.
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [value]
+    if isinstance(value, str):
+        raise ValueError(
+            "a command is an argv list such as [scontrol, update, 'nodename={node}'], never a shell string"
+        )
+    return value
+
+
+Commands = Annotated[list[Annotated[list[str], Field(min_length=1)]], BeforeValidator(_commands), Field(min_length=1)]
+
+
+class TemplatesConfig(Settings):
+    drain: Commands | None = None
+    undrain: Commands | None = None
+    swap_in: Commands | None = None
+
+    @field_validator("drain", "undrain", "swap_in", mode="after")
+    @classmethod
+    def _placeholders(cls, value: list[list[str]] | None, info: ValidationInfo) -> list[list[str]] | None:
+        if value is not None:
+            assert info.field_name is not None
+            check_template(value, info.field_name)
+        return value
+
+
+class RemediationConfig(Settings):
+    mode: Literal["dry-run", "execute"] = "dry-run"
+    preset: Literal["slurm", "kubernetes", "backendai"] | None = None
+    templates: TemplatesConfig = Field(default_factory=TemplatesConfig)
+    timeout: Duration = 60.0
+
+    @model_validator(mode="after")
+    def _something(self) -> RemediationConfig:
+        if self.preset is None and self.templates.drain is None:
+            raise ValueError("give a preset, templates.drain, or both")
+        return self
+
+    def commands(self, template: str) -> tuple[Command, ...]:
+        """The commands of ``drain``, ``undrain`` or ``swap_in``: the templates' own, else the preset's."""
+        own = getattr(self.templates, template)
+        if own is not None:
+            return tuple(tuple(argv) for argv in own)
+        return PRESETS[self.preset].get(template, ()) if self.preset else ()
+
+
 class ServiceConfig(Settings):
     source: SourceConfig
     step: Duration = 30.0
@@ -208,9 +268,12 @@ class ServiceConfig(Settings):
     stale_steps: int = Field(default=3, ge=1)
     store: StoreConfig = Field(default_factory=StoreConfig)
     alertmanager: AlertmanagerConfig | None = None
+    writeback: WritebackConfig | None = None
+    webhook: WebhookConfig | None = None
     api: ApiConfig = Field(default_factory=ApiConfig)
     node_labels: list[str] = Field(default_factory=lambda: ["node", "hostname", "Hostname"], min_length=1)
     spares: list[str] = Field(default_factory=list)
+    remediation: RemediationConfig | None = None
     clock: ClockConfig | None = None
 
     @model_validator(mode="after")

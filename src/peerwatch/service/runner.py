@@ -1,9 +1,10 @@
 """The live service: collect every step, evaluate, reconcile with the store, notify.
 
-Three threads: the collector polls the source once per step into the sample buffer; the
+Up to four threads: the collector polls the source once per step into the sample buffer; the
 evaluator takes the newest collection, runs the engine over the window, reconciles its alarms
 with the store and commits the step in one transaction; the notifier keeps Alertmanager in step
-with the store. When the evaluator is slower than the step it skips to the newest collection:
+with the store; the publisher writes each step back to VictoriaMetrics and posts alarm changes to a
+webhook. When the evaluator is slower than the step it skips to the newest collection:
 every evaluation covers the whole window, so a skipped step delays alarms but loses none.
 """
 
@@ -22,10 +23,12 @@ from peerwatch.service.clock import Clock
 from peerwatch.service.config import ClockConfig, ServiceConfig
 from peerwatch.service.evaluation import Evaluation, Evaluator
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
-from peerwatch.service.metrics import Health
+from peerwatch.service.metrics import Health, node_risk
 from peerwatch.service.reconcile import SERVICE_NODE, Judged, reconcile
 from peerwatch.service.sqlite_store import SQLiteStore
 from peerwatch.service.store import StepChanges, Store, StoredAlarm
+from peerwatch.service.webhook import WebhookSink
+from peerwatch.service.writeback import WriteBack
 from peerwatch.sources.scrape import Target
 
 log = logging.getLogger("peerwatch.service")
@@ -76,6 +79,8 @@ class Service:
         self.evaluator = Evaluator(config.step, config.window, tuple(config.node_labels))
         api_url = config.api.url or f"http://{config.api.listen}"
         self.sink = AlertmanagerSink(config.alertmanager, self.clock, api_url) if config.alertmanager else None
+        self.writeback = WriteBack(config.writeback) if config.writeback else None
+        self.webhook = WebhookSink(config.webhook) if config.webhook else None
         kept = self.store.meta("evaluated_until")
         self.evaluated_until: float | None = None if kept is None else float(kept)
         self.health = Health(evaluated_until=self.evaluated_until)
@@ -89,6 +94,7 @@ class Service:
         self._new_fetch = threading.Condition()
         self._pending: Fetch | None = None
         self._changed = threading.Event()
+        self._publish_due = threading.Event()
         self._threads: list[threading.Thread] = []
 
     # -- one step, callable on its own (tests, replays) ----------------------------------------
@@ -153,6 +159,7 @@ class Service:
         )
         if changed:
             self._changed.set()
+        self._publish_due.set()
         return rows
 
     def notify(self) -> None:
@@ -163,6 +170,22 @@ class Service:
         if result.error:
             log.warning("alertmanager: %s", result.error)
         self.health = replace(self.health, am_sent=self.sink.sent, am_errors=self.sink.errors)
+
+    def publish(self) -> None:
+        """Write the last evaluated step back to VictoriaMetrics and post alarm changes to the webhook
+        (each a no-op when not configured); failures are logged and counted, never raised."""
+        health = self.health
+        if self.writeback is not None and self.writeback.due(health):
+            assert health.evaluated_until is not None
+            everything = self.store.alarms(limit=100_000)
+            risk = node_risk(everything, (n.node for n in self.store.nodes()), health.evaluated_until)
+            result = self.writeback.push(health, [s for s in everything if s.open], risk)
+            if result.error:
+                log.warning("writeback: %s", result.error)
+        if self.webhook is not None:
+            result = self.webhook.sync(self.store)
+            if result.error:
+                log.warning("webhook: %s", result.error)
 
     # -- threads ---------------------------------------------------------------------------------
 
@@ -175,6 +198,8 @@ class Service:
             self._spawn(name, target)
         if self.sink is not None:
             self._spawn("notify", self._notify_loop)
+        if self.writeback is not None or self.webhook is not None:
+            self._spawn("publish", self._publish_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         def guarded() -> None:
@@ -193,11 +218,13 @@ class Service:
         with self._new_fetch:
             self._new_fetch.notify_all()
         self._changed.set()
+        self._publish_due.set()
         for thread in self._threads:
             thread.join(timeout)
         self.source.close()
-        if self.sink is not None:
-            self.sink.close()
+        for sink in (self.sink, self.writeback, self.webhook):
+            if sink is not None:
+                sink.close()
 
     def alive(self) -> bool:
         return self.failure is None and all(t.is_alive() for t in self._threads)
@@ -205,6 +232,7 @@ class Service:
     def changed(self) -> None:
         """Something Alertmanager must hear about changed outside an evaluation (a manual resolve)."""
         self._changed.set()
+        self._publish_due.set()
 
     def status(self) -> dict[str, object]:
         """For ``/healthz``: failed (a thread died), blind, starting (nothing evaluated yet) or ok."""
@@ -226,6 +254,11 @@ class Service:
             "evaluations": self.health.evaluations,
             "data_now": self.clock.now(),
             "alertmanager": am,
+            "sinks": {
+                name: {"url": sink.config.url, "errors": sink.errors, "last_error": sink.last_error}
+                for name, sink in (("writeback", self.writeback), ("webhook", self.webhook))
+                if sink is not None
+            },
         }
 
     def _collect_loop(self) -> None:
@@ -270,6 +303,18 @@ class Service:
                 self.notify()
                 retry = 5.0 if self.sink.last_error else self.sink.config.resend_interval
                 next_send = time.time() + min(retry, self.sink.config.resend_interval)
+
+    def _publish_loop(self) -> None:
+        # Woken by each step and each change; every 5 s otherwise, which retries a failed post.
+        while not self._stop.is_set():
+            self._publish_due.wait(5.0)
+            self._publish_due.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.publish()
+            except Exception:  # a sink's bug must not end monitoring
+                log.exception("publishing failed")
 
 
 def _visible(s: StoredAlarm) -> tuple[bool, str, str, str]:

@@ -33,9 +33,18 @@ CREATE TABLE IF NOT EXISTS nodes (node TEXT PRIMARY KEY, first_seen REAL NOT NUL
 CREATE TABLE IF NOT EXISTS spares (node TEXT PRIMARY KEY, state TEXT NOT NULL, since_wall REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS actions (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, wall REAL NOT NULL, kind TEXT NOT NULL, alarm_id TEXT,
-  node TEXT NOT NULL, by TEXT NOT NULL, note TEXT NOT NULL DEFAULT '');
+  node TEXT NOT NULL, by TEXT NOT NULL, note TEXT NOT NULL DEFAULT '',
+  spare TEXT, argv TEXT, mode TEXT, exit_code INTEGER, output TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+# Columns added to a store created before remediation (schema 1 without them): added in place.
+_ACTION_COLUMNS = {
+    "spare": "TEXT",
+    "argv": "TEXT",
+    "mode": "TEXT",
+    "exit_code": "INTEGER",
+    "output": "TEXT NOT NULL DEFAULT ''",
+}
 _UPSERT = """
 INSERT INTO alarms (id, node, ts, component, diagnosis, severity, score, action, evidence, updated_ts,
                     resolved_ts, resolved_by, opened_wall, resolved_wall)
@@ -66,6 +75,10 @@ class SQLiteStore:
                 raise RuntimeError(f"{path}: schema version {version}, this peerwatch knows {SCHEMA_VERSION}")
             for statement in filter(str.strip, SCHEMA.split(";")):
                 db.execute(statement)
+            have = {r[1] for r in db.execute("PRAGMA table_info(actions)")}
+            for name, kind in _ACTION_COLUMNS.items():
+                if name not in have:
+                    db.execute(f"ALTER TABLE actions ADD COLUMN {name} {kind}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _db(self) -> sqlite3.Connection:
@@ -183,10 +196,35 @@ class SQLiteStore:
             db.executemany("INSERT OR IGNORE INTO spares VALUES (?, 'available', ?)", [(n, wall) for n in nodes])
 
     def actions(self, alarm_id: str | None = None) -> list[ActionRecord]:
-        sql, args = "SELECT wall, kind, alarm_id, node, by, note FROM actions", []
+        sql, args = "SELECT wall, kind, alarm_id, node, by, note, spare, argv, mode, exit_code, output FROM actions", []
         if alarm_id is not None:
             sql, args = sql + " WHERE alarm_id = ?", [alarm_id]
-        return [ActionRecord(*r) for r in self._db().execute(sql + " ORDER BY seq", args).fetchall()]
+        rows = self._db().execute(sql + " ORDER BY seq", args).fetchall()
+        return [
+            ActionRecord(
+                wall=r["wall"],
+                kind=r["kind"],
+                alarm_id=r["alarm_id"],
+                node=r["node"],
+                by=r["by"],
+                note=r["note"],
+                spare=r["spare"],
+                argv=tuple(tuple(a) for a in orjson.loads(r["argv"])) if r["argv"] else (),
+                mode=r["mode"],
+                exit_code=r["exit_code"],
+                output=r["output"] or "",
+            )
+            for r in rows
+        ]
+
+    def record_action(self, action: ActionRecord, spare_state: str | None = None) -> None:
+        with self._write() as db:
+            _action(db, action)
+            if spare_state is not None and action.spare is not None:
+                db.execute(
+                    "UPDATE spares SET state = ?, since_wall = ? WHERE node = ?",
+                    (spare_state, action.wall, action.spare),
+                )
 
     def meta(self, key: str) -> str | None:
         row = self._db().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -213,8 +251,21 @@ class SQLiteStore:
 
 def _action(db: sqlite3.Connection, a: ActionRecord) -> None:
     db.execute(
-        "INSERT INTO actions (wall, kind, alarm_id, node, by, note) VALUES (?, ?, ?, ?, ?, ?)",
-        (a.wall, a.kind, a.alarm_id, a.node, a.by, a.note),
+        "INSERT INTO actions (wall, kind, alarm_id, node, by, note, spare, argv, mode, exit_code, output) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            a.wall,
+            a.kind,
+            a.alarm_id,
+            a.node,
+            a.by,
+            a.note,
+            a.spare,
+            orjson.dumps([list(x) for x in a.argv]).decode() if a.argv else None,
+            a.mode,
+            a.exit_code,
+            a.output,
+        ),
     )
 
 

@@ -77,7 +77,11 @@ class NodeRecord:
 
 @dataclass(frozen=True, slots=True)
 class ActionRecord:
-    """Something a person or the service did: acknowledge, resolve (later: drain, swap)."""
+    """Something a person or the service did: acknowledge, resolve, or a remediation (drain, swap, undrain).
+
+    A remediation also keeps the spare swapped in, the commands (argv lists), the mode
+    (``dry-run``: rendered, not run; ``execute``), the first failing or last exit code and the output.
+    """
 
     wall: float
     kind: str
@@ -85,6 +89,30 @@ class ActionRecord:
     node: str
     by: str
     note: str = ""
+    spare: str | None = None
+    argv: tuple[tuple[str, ...], ...] = ()
+    mode: str | None = None
+    exit_code: int | None = None
+    output: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "wall": self.wall,
+            "kind": self.kind,
+            "alarm_id": self.alarm_id,
+            "node": self.node,
+            "by": self.by,
+            "note": self.note,
+        }
+        if self.mode is not None:
+            out |= {
+                "spare": self.spare,
+                "argv": [list(a) for a in self.argv],
+                "mode": self.mode,
+                "exit_code": self.exit_code,
+                "output": self.output,
+            }
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +161,10 @@ class Store(Protocol):
         ...
 
     def actions(self, alarm_id: str | None = None) -> list[ActionRecord]: ...
+
+    def record_action(self, action: ActionRecord, spare_state: str | None = None) -> None:
+        """Append ``action``; with ``spare_state``, set its spare's pool state too, atomically."""
+        ...
 
     def meta(self, key: str) -> str | None: ...
 

@@ -1,47 +1,26 @@
 """Spare recommendations: which spare to swap in for each node an alarm takes out, and how many to keep.
 
 Nodes an open alarm wants out of service (action ``swap`` or ``drain``) are matched, most severe
-first, with the available spares of lowest lemon risk. Pool sizing comes from the fleet report
+first, with the available spares of lowest lemon risk (``act.spares``, which the remediation API
+also picks from). Pool sizing comes from the fleet report
 over the service's own alarm history (``act.fleet``): the 99th percentile of nodes down at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from peerwatch.act.fleet import FleetReport, fleet_report
 from peerwatch.act.history import make_history
-from peerwatch.service.store import OUT_OF_SERVICE, StoredAlarm, fault_events
+from peerwatch.act.spares import Swap, recommend
+from peerwatch.service.store import StoredAlarm, fault_events
 from peerwatch.web.format import clock
 from peerwatch.web.page import badge, esc, link, table
 
+__all__ = ["Swap", "recommend", "render_spares", "sizing"]
+
 LEMONS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class Swap:
-    alarm: StoredAlarm
-    spare: str | None  # None: no available spare left
-    spare_risk: float | None
-
-
-def recommend(open_alarms: Sequence[StoredAlarm], views: Sequence[Mapping[str, Any]]) -> list[Swap]:
-    """One row per open alarm that takes its node out, critical and swap first, with a spare or None."""
-    wanted = [s for s in open_alarms if s.alarm.action in OUT_OF_SERVICE]
-    wanted.sort(key=lambda s: (s.alarm.severity != "critical", s.alarm.action != "swap", s.alarm.ts))
-    pool = sorted(
-        (float(v["risk"]), str(v["node"])) for v in views if v.get("spare") == "available" and v["status"] != "alarm"
-    )
-    out, taken = [], set()
-    for s in wanted:
-        if s.alarm.node in taken:  # a second alarm on the same node needs no second spare
-            continue
-        taken.add(s.alarm.node)
-        pick = pool.pop(0) if pool else None
-        out.append(Swap(s, pick[1] if pick else None, pick[0] if pick else None))
-    return out
 
 
 def sizing(alarms: Sequence[StoredAlarm], fleet: int) -> FleetReport | None:
