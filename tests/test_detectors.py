@@ -192,3 +192,23 @@ def test_sustained_is_a_causal_median_even_on_a_window_shorter_than_it(steps: in
     padded = [0.0, 0.0, *np.nan_to_num(x[0]).tolist()]
     want = [float(np.median(padded[i : i + 3])) for i in range(steps)]
     np.testing.assert_array_equal(out[0], want)
+
+
+def test_cpu_cores_are_compared_as_the_node_mean_per_mode() -> None:
+    from peerwatch.detect.context import per_node
+
+    rows = [
+        {"instance": f"gpu{n:02d}:9100", "cpu": str(c), "mode": m}
+        for n in range(2)
+        for c in range(3)
+        for m in ("idle", "user")
+    ]
+    values = np.arange(len(rows) * 2, dtype=float).reshape(len(rows), 2)
+    values[0, 0] = np.nan  # a missing core sample is left out of the mean, not counted as 0
+    frames = {"node_cpu_seconds_total": make_frame("node_cpu_seconds_total", rows, values, START, STEP, "rate")}
+    (s,) = [x for x in context_of(frames, Catalog.default()).series if x.frame.name == "node_cpu_seconds_total"]
+    agg = per_node(s)
+    got = {(k.get("instance"), k.get("mode")): list(v) for k, v in zip(agg.frame.keys, agg.values, strict=True)}
+    assert all(k.get("cpu") is None for k in agg.frame.keys) and agg.components == ("node",) * 4
+    assert got[("gpu00:9100", "idle")] == [np.mean([4.0, 8.0]), np.mean([1.0, 5.0, 9.0])]
+    assert got[("gpu01:9100", "user")] == [np.mean([14.0, 18.0, 22.0]), np.mean([15.0, 19.0, 23.0])]

@@ -92,40 +92,35 @@ def per_node(s: Series) -> Series:
     Hundreds of cores per node give a noisy core a chance at every step; what a stray process or
     a slow node changes is the node's CPU time as a whole.
     """
-    ok = s.node_index >= 0
-    pairs = sorted({(int(n), int(k)) for n, k in zip(s.node_index[ok], s.peer_key[ok], strict=True)})
-    where = {p: i for i, p in enumerate(pairs)}
-    target = np.array([where.get((int(n), int(k)), -1) for n, k in zip(s.node_index, s.peer_key, strict=True)])
-    total = np.zeros((len(pairs), s.values.shape[1]))
+    ok = np.flatnonzero(s.node_index >= 0)
+    pair = s.node_index[ok] * (int(s.peer_key.max(initial=0)) + 1) + s.peer_key[ok]
+    _, first_pos, target = np.unique(pair, return_index=True, return_inverse=True)
+    first = ok[first_pos]  # a representative row of each (node, variant)
+    values_in = s.values[ok]
+    present = ~np.isnan(values_in)
+    total = np.zeros((first.size, s.values.shape[1]))
     count = np.zeros_like(total)
-    rows = target >= 0
-    present = ~np.isnan(s.values[rows])
-    np.add.at(total, target[rows], np.where(present, s.values[rows], 0.0))
-    np.add.at(count, target[rows], present)
+    np.add.at(total, target, np.where(present, values_in, 0.0))
+    np.add.at(count, target, present)
     with np.errstate(all="ignore"):
         values = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    first: dict[int, int] = {}
-    for r, t in enumerate(target):
-        if t >= 0:
-            first.setdefault(int(t), r)
     own = {alt for spec in s.family.entity_labels for alt in spec.split("|")}
     keys = tuple(
-        SeriesKey(s.frame.name, tuple((k, v) for k, v in s.frame.keys[first[i]].labels if k not in own))
-        for i in range(len(pairs))
+        SeriesKey(s.frame.name, tuple((k, v) for k, v in s.frame.keys[r].labels if k not in own)) for r in first
     )
     frame = replace(
         s.frame,
         keys=keys,
-        nodes=tuple(s.frame.nodes[first[i]] for i in range(len(pairs))),
+        nodes=tuple(s.frame.nodes[r] for r in first),
         values=values,
-        last_seen=np.full(len(pairs), np.nan),
+        last_seen=np.full(first.size, np.nan),
     )
     return Series(
         frame=frame,
         family=s.family,
-        node_index=np.array([n for n, _ in pairs], dtype=np.int64),
-        components=("node",) * len(pairs),
-        peer_key=np.array([k for _, k in pairs], dtype=np.int64),
+        node_index=s.node_index[first],
+        components=("node",) * first.size,
+        peer_key=s.peer_key[first],
     )
 
 
