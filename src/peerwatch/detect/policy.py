@@ -136,9 +136,12 @@ class Policy:
                         done.append(open_.pop(node))
                     continue
                 counting = any(f.detector == "counter" and f.score >= st.counter_open for f in mine)
-                if sure or counting or sum(s >= st.open_score for s in history[node]) >= st.k:
+                strong_steps = sum(s >= st.open_score for s in history[node])
+                if sure or counting or strong_steps >= st.k:
                     hints = {f.hint for f in sure if f.hint}
                     open_[node] = _Incident(node, ts, list(mine), score, ts, hints=hints)
+                elif strong_steps == 0:
+                    del history[node]  # nothing toward continuity: stop visiting the node every step
         done.extend(open_.values())
         return sorted((self._alarm(i, ctx) for i in done), key=lambda a: (a.ts, a.node))
 
