@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what peerwatch needs into ./.venv; with --services also the Debian packages the tests start
-# (VictoriaMetrics, Prometheus, node_exporter, Alertmanager, Chromium for the dashboard tests). Idempotent: only what is missing is installed.
+# (VictoriaMetrics, Prometheus, node_exporter, Alertmanager, PostgreSQL, Chromium for the dashboard tests). Idempotent: only what is missing is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,8 +8,11 @@ if [[ "${1:-}" == "--services" ]]; then
   need=()
   for pair in victoria-metrics:/usr/bin/victoria-metrics prometheus:/usr/bin/prometheus \
               prometheus-node-exporter:/usr/bin/prometheus-node-exporter \
-              prometheus-alertmanager:/usr/bin/prometheus-alertmanager chromium:/usr/bin/chromium; do
-    [[ -x "${pair#*:}" ]] || need+=("${pair%%:*}")
+              prometheus-alertmanager:/usr/bin/prometheus-alertmanager chromium:/usr/bin/chromium \
+              'postgresql:/usr/lib/postgresql/*/bin/postgres'; do
+    # A path may be a glob (PostgreSQL's binaries live under its major version): the last match counts.
+    found=(${pair#*:})
+    [[ -x "${found[-1]}" ]] || need+=("${pair%%:*}")
   done
   if ((${#need[@]})); then
     echo "installing Debian packages: ${need[*]}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services import node_exporter, prometheus_factory, victoria_metrics  # noqa: F401
+from services import node_exporter, postgres, postgres_url, prometheus_factory, victoria_metrics  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 

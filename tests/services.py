@@ -1,4 +1,4 @@
-"""Real VictoriaMetrics, Prometheus and node_exporter for tests, started by hand and stopped by PID.
+"""Real VictoriaMetrics, Prometheus, node_exporter and PostgreSQL for tests, started by hand and stopped by PID.
 
 Debian's packages do not start services here (GUIDE 6), so each fixture starts its binary on a free
 loopback port with its data under pytest's temporary folder, polls until it is ready, and stops it
@@ -7,16 +7,22 @@ must never pass by skipping what they were meant to check.
 
 conftest.py imports the fixtures::
 
-    from services import node_exporter, prometheus_factory, victoria_metrics  # noqa: F401
+    from services import node_exporter, postgres, postgres_url, prometheus_factory, victoria_metrics  # noqa: F401
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
+import re
 import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +57,7 @@ class Service:
     url: str
     proc: subprocess.Popen[bytes]
     log_path: Path
+    stop_signal: int = signal.SIGTERM
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -63,7 +70,7 @@ class Service:
         """Terminate by PID, then kill if it lingers."""
         if self.proc.poll() is not None:
             return
-        self.proc.terminate()
+        self.proc.send_signal(self.stop_signal)
         try:
             self.proc.wait(grace)
         except subprocess.TimeoutExpired:
@@ -239,6 +246,125 @@ def start_node_exporter(workdir: Path) -> Service:
     return start_service("node_exporter", argv, "/metrics", workdir)
 
 
+def postgres_bindir() -> Path:
+    """The folder of Debian's PostgreSQL binaries (``/usr/lib/postgresql/<major>/bin``), the newest if several."""
+    versions = Path("/usr/lib/postgresql").glob("*/bin/postgres")
+    found = sorted(versions, key=lambda p: tuple(int(x) for x in re.findall(r"\d+", p.parts[-3])))
+    if found:
+        return found[-1].parent
+    on_path = shutil.which("postgres")
+    if on_path is None:
+        pytest.fail(f"postgres not found in /usr/lib/postgresql/*/bin or on PATH: {SETUP_HINT}", pytrace=False)
+    return Path(on_path).parent
+
+
+@dataclass
+class Postgres:
+    """A running PostgreSQL that trusts the superuser ``peerwatch`` on 127.0.0.1; one database per test."""
+
+    service: Service
+    port: int
+    datadir: Path
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://peerwatch@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self) -> str:
+        """A new empty database; its URL."""
+        import psycopg  # local: only the PostgreSQL tests need it
+
+        name = f"test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url(), autocommit=True) as db:
+            db.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        import psycopg
+
+        name = url.rpartition("/")[2]
+        with psycopg.connect(self.url(), autocommit=True) as db:
+            db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # FORCE: ends a test's leftover sessions
+
+
+def start_postgres(workdir: Path, attempts: int = 3) -> Postgres:
+    """initdb a cluster and start ``postgres`` on a free loopback port, tuned for tests (no fsync).
+
+    postgres refuses to run as root, so as root it runs as the ``postgres`` user that Debian's package
+    creates, with its data in a folder of its own under /tmp (pytest's temporary folders are private
+    to root); the folder is removed by :func:`stop_postgres`.
+    """
+    bindir = postgres_bindir()
+    as_user: dict[str, object] = {}
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail(f"running as root, and there is no 'postgres' user to run PostgreSQL as: {SETUP_HINT}")
+        as_user = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+        home = Path(tempfile.mkdtemp(prefix="peerwatch-postgres-"))
+        os.chown(home, owner.pw_uid, owner.pw_gid)
+    else:
+        home = workdir / "home"
+        home.mkdir(parents=True)
+    data = home / "data"
+    done = subprocess.run(
+        [bindir / "initdb", "-D", data, "-U", "peerwatch", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=home,
+        **as_user,
+    )
+    if done.returncode != 0:
+        raise StartError(f"initdb failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(attempts):
+        port = free_port()
+        argv = [str(bindir / "postgres"), "-D", str(data), "-k", str(home), "-p", str(port), "-h", "127.0.0.1"]
+        argv += ["-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off"]
+        log_path = workdir / "postgres.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=home, **as_user
+            )
+        url = f"postgresql://peerwatch@127.0.0.1:{port}/postgres"
+        server = Postgres(Service("postgres", url, proc, log_path, signal.SIGINT), port, home)  # SIGINT: fast shutdown
+        try:
+            _wait_for_postgres(server)
+            return server
+        except StartError as exc:
+            if "address already in use" not in str(exc).lower() or attempt == attempts - 1:
+                stop_postgres(server)
+                raise
+    raise AssertionError("unreachable")
+
+
+def _wait_for_postgres(server: Postgres) -> None:
+    import psycopg
+
+    proc, deadline, last = server.service.proc, time.monotonic() + START_TIMEOUT, "no answer"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StartError(
+                f"postgres exited with {proc.returncode} at start-up; its log:\n{server.service.log_tail()}"
+            )
+        try:
+            with psycopg.connect(server.url(), connect_timeout=2):
+                return
+        except psycopg.OperationalError as exc:
+            last = str(exc).strip()
+        time.sleep(0.1)
+    server.service.stop()
+    log = server.service.log_tail()
+    raise StartError(f"postgres not ready at {server.url()} after {START_TIMEOUT:.0f}s ({last}); its log:\n{log}")
+
+
+def stop_postgres(server: Postgres) -> None:
+    """Stop the server by PID and remove its data (which lives outside pytest's folders as root)."""
+    server.service.stop(grace=15.0)
+    shutil.rmtree(server.datadir, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def _stopping(service: Service) -> Iterator[Service]:
     try:
@@ -270,3 +396,23 @@ def node_exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]
     """A node_exporter on a free loopback port."""
     with _stopping(start_node_exporter(tmp_path_factory.mktemp("node-exporter"))) as service:
         yield service
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgres]:
+    """A PostgreSQL shared by the session: ask for ``postgres_url`` to get a database of a test's own."""
+    server = start_postgres(tmp_path_factory.mktemp("postgres"))
+    try:
+        yield server
+    finally:
+        stop_postgres(server)
+
+
+@pytest.fixture
+def postgres_url(postgres: Postgres) -> Iterator[str]:
+    """The URL of a new empty database on the session's PostgreSQL, dropped after the test."""
+    url = postgres.create_database()
+    try:
+        yield url
+    finally:
+        postgres.drop_database(url)

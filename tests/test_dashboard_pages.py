@@ -1,5 +1,6 @@
 """Dashboard pages without a browser: every page answers 200, fast at 1,000 nodes; data is escaped;
-bad plot requests are refused with their reason."""
+bad plot requests are refused with their reason; workload groups from an evaluation reach the cluster
+page and the API."""
 
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ from peerwatch.model import Alarm, Evidence, SeriesBlock, SeriesKey
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
+from peerwatch.service.live_sources import Fetch
 from peerwatch.service.metrics import Health
 from peerwatch.service.store import StepChanges, StoredAlarm
+from peerwatch.service.workload import WorkloadGroup
+from peerwatch.simulate import Scenario, simulate
+from peerwatch.simulate.cluster import ClusterSpec
 from peerwatch.web import dashboard_router
 
 NODES, SPARES, GPUS, STEPS, STEP = 1000, 50, 8, 120, 30.0
+LIGHT = 50  # nodes before the spares that run another job
 END = 1_764_460_800.0
 BUDGET = 0.300  # seconds per page (the issue's target at 1,000 nodes)
 TIMINGS: dict[str, float] = {}
@@ -86,7 +92,11 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
         scores[(_name(i), "ib/mlx5_0:1", "node_infiniband_port_data_received_bytes_total")] = float(rng.gamma(1.0))
         scores[(_name(i), "node", "node_load1")] = float(rng.gamma(1.0, 2.0))
     scores[(_name(7), "gpu/3", "DCGM_FI_DEV_GPU_TEMP")] = 30.0
-    service.health = Health(scores=scores)
+    busy = WorkloadGroup(1, 3, NODES - SPARES - LIGHT, "busy")
+    light, idle = WorkloadGroup(2, 3, LIGHT, "other job"), WorkloadGroup(3, 3, SPARES, "idle")
+    groups = {_name(i): busy if i < NODES - SPARES - LIGHT else light for i in range(NODES - SPARES)}
+    groups.update((_name(i), idle) for i in range(NODES - SPARES, NODES))
+    service.health = Health(scores=scores, groups=groups)
     service.buffer.add(_buffer_blocks(rng))
     service.evaluated_until = END
     app = create_app(service, run=False)
@@ -138,6 +148,11 @@ def test_every_page_answers_within_budget_at_1000_nodes(big: tuple[TestClient, S
     assert texts["cluster"].count('class="tile') == NODES
     assert texts["cluster"].count('<i class="c') >= NODES * 7
     assert "Spare pool (50)" in texts["cluster"] and "Open alarms (50)" in texts["cluster"]
+    # Sections split by workload group: alarms (all busy), in service (busy, other job), spares (idle).
+    assert texts["cluster"].count('data-group="') == NODES + 4
+    heads = re.findall(r'<h3 class="workload" data-group="(\d)">([^<]*)', texts["cluster"])
+    assert [g for g, _ in heads] == ["1", "1", "2", "3"]
+    assert heads[2][1] == "group 2 of 3: 50 nodes, other job" and "idle" in heads[3][1]
     assert texts["alarms"].count('<rect class="bar') == 200 and "300 alarms" in texts["alarms"]
     assert 'name="token"' in texts["alarm"] and texts["alarm"].count('class="plot"') == 3
     assert "swap in" in texts["spares"] and _name(NODES - SPARES) in texts["spares"]
@@ -201,3 +216,38 @@ def test_data_is_escaped_and_unknown_ids_are_404(tmp_path: Path) -> None:
         empty = client.get("/dashboard/catalog")
         assert empty.status_code == 200 and "nothing collected yet" in empty.text
     service.store.close()
+
+
+def test_workload_groups_from_an_evaluation(tmp_path: Path) -> None:
+    """A simulated cluster (9 training nodes; of 3 spares one runs a lighter job, 2 idle) evaluated once:
+    each node's group reaches ``GET /api/v1/nodes`` and the cluster page splits its sections by group."""
+    sim = simulate(Scenario("groups", ClusterSpec(nodes=12, spares=3, light_job_nodes=1), hours=1.0, seed=3))
+    at = sim.grid.start + 1800  # the light job runs from 21 min at the latest to 36 min at the earliest
+    raw = {
+        "source": {"tsdb": {"url": "http://127.0.0.1:1"}},  # never polled: the test feeds the buffer
+        "store": {"sqlite": str(tmp_path / "s.sqlite")},
+        "window": "1h",
+        "spares": [sim.layout.names[i] for i in sim.layout.spares],
+    }
+    service = Service(config_from_dict(raw), clock=Clock(start=at, origin=time.time()))
+    with TestClient(create_app(service, run=False)) as client:  # before any evaluation: no group
+        assert all(n["group"] is None for n in client.get("/api/v1/nodes").json()["nodes"])
+    service.buffer.add(
+        SeriesBlock(b.key, b.timestamps[b.timestamps <= at], b.values[b.timestamps <= at], b.mtype)
+        for b in sim.blocks()
+    )
+    service.evaluate(Fetch(at, at, 1))
+    with TestClient(create_app(service, run=False)) as client:
+        nodes = {n["node"]: n for n in client.get("/api/v1/nodes").json()["nodes"]}
+        page = client.get("/dashboard/").text
+    light, *idle = raw["spares"]
+    kinds = {name: n["group"]["kind"] for name, n in nodes.items()}
+    assert kinds == {name: "other job" if name == light else "idle" if name in idle else "busy" for name in nodes}
+    assert nodes[idle[0]]["group"] == {
+        "id": 3, "of": 3, "size": 2, "kind": "idle", "label": "group 3 of 3: 2 nodes, idle"
+    }  # fmt: skip
+    assert nodes["gpu001"]["group"]["label"] == "group 1 of 3: 9 nodes, busy"
+    spare_section = page[page.index('<section class="group spare">') :]
+    assert spare_section.index("group 2 of 3: 1 node, other job") < spare_section.index(f'data-node="{light}"')
+    assert spare_section.index("group 3 of 3: 2 nodes, idle") < spare_section.index(f'data-node="{idle[0]}"')
+    assert "workload groups (a node is compared with its own group only)" in page

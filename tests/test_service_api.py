@@ -1,10 +1,12 @@
-"""The HTTP API over a service whose store holds alarms: reads, token-guarded changes, errors, metrics."""
+"""The HTTP API over a service whose store (SQLite or PostgreSQL) holds alarms: reads, token-guarded changes,
+errors, metrics, giving a spare back to the pool."""
 
 from __future__ import annotations
 
 import hashlib
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -29,12 +31,21 @@ def alarm(node: str, ts: float, diagnosis: str, resolved: float | None = None, a
     return Alarm(ident, ts, node, "gpu/2", diagnosis, "critical", 22.5, action, EV, ts + 30, resolved)
 
 
-def make_service(tmp_path: Path, token: str | None = TOKEN) -> Service:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The ``store`` setting: every test here runs on both stores."""
+    if request.param == "sqlite":
+        return {"sqlite": str(tmp_path / "s.sqlite")}
+    return {"postgres": request.getfixturevalue("postgres_url")}
+
+
+def make_service(store: dict[str, str], token: str | None = TOKEN, **settings: object) -> Service:
     raw: dict[str, object] = {
         "source": {"tsdb": {"url": "http://127.0.0.1:1"}},
-        "store": {"sqlite": str(tmp_path / "s.sqlite")},
+        "store": store,
         "spares": ["gpu010"],
         "api": {"token": token} if token else {},
+        **settings,
     }
     # Data time just after the alarms, so that risk is judged when they are recent.
     service = Service(config_from_dict(raw), clock=Clock(start=1_764_460_900.0, origin=time.time()))
@@ -47,9 +58,18 @@ def make_service(tmp_path: Path, token: str | None = TOKEN) -> Service:
     return service
 
 
+@contextmanager
+def serving(service: Service) -> Iterator[TestClient]:
+    with TestClient(create_app(service, run=False)) as c:
+        try:
+            yield c
+        finally:
+            service.store.close()
+
+
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(make_service(tmp_path), run=False)) as c:
+def client(store: dict[str, str]) -> Iterator[TestClient]:
+    with serving(make_service(store)) as c:
         yield c
 
 
@@ -98,8 +118,8 @@ def test_state_changes_need_the_token(client: TestClient) -> None:
     assert kinds == ["acknowledge", "resolve"]
 
 
-def test_without_a_configured_token_nothing_changes(tmp_path: Path) -> None:
-    with TestClient(create_app(make_service(tmp_path, token=None), run=False)) as c:
+def test_without_a_configured_token_nothing_changes(store: dict[str, str]) -> None:
+    with serving(make_service(store, token=None)) as c:
         ident = c.get("/api/v1/alarms").json()["alarms"][0]["id"]
         resp = c.post(f"/api/v1/alarms/{ident}/resolve", headers={"Authorization": "Bearer x"})
         assert resp.status_code == 403 and "no api.token" in resp.json()["error"]
@@ -120,7 +140,7 @@ def test_metrics(client: TestClient) -> None:
 
 
 def test_alert_payload_and_a_changed_label_set(tmp_path: Path) -> None:
-    service = make_service(tmp_path)
+    service = make_service({"sqlite": str(tmp_path / "s.sqlite")})
     clock = Clock(start=1_764_460_000.0, origin=1_800_000_000.0, speed=10.0)
     sink = AlertmanagerSink(AlertmanagerConfig(url="http://am:9093", labels={"cluster": "a", "node": "x"}), clock)
     s = service.store.alarms(open_only=True)[0]
@@ -143,3 +163,43 @@ def test_alert_payload_and_a_changed_label_set(tmp_path: Path) -> None:
     assert len(alerts) == 2 and to_mark == [changed]
     old = alerts[1]
     assert old["labels"]["severity"] == "warning" and old["endsAt"] == "2027-01-15T08:01:40.000Z"  # type: ignore[index]
+
+
+def test_a_swapped_in_spare_is_released_back_to_the_pool(store: dict[str, str]) -> None:
+    remediation = {"mode": "execute", "templates": {"drain": [["true"]], "swap_in": [["true"]]}}
+    with serving(make_service(store, remediation=remediation)) as c:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        ident = c.get("/api/v1/alarms?status=open").json()["alarms"][0]["id"]
+
+        def spare() -> str:
+            return str({n["node"]: n for n in c.get("/api/v1/nodes").json()["nodes"]}["gpu010"]["spare"])
+
+        swap = c.post(f"/api/v1/alarms/{ident}/remediate", json={"action": "swap", "by": "ops"}, headers=auth)
+        assert swap.status_code == 200 and swap.json()["spare"] == "gpu010" and spare() == "in_use"
+        again = c.post(f"/api/v1/alarms/{ident}/remediate", json={"action": "swap", "by": "ops"}, headers=auth)
+        assert again.status_code == 409 and "no spare available" in again.json()["error"]
+
+        url = "/api/v1/spares/gpu010/release"
+        assert c.post(url, json={"by": "ops"}).status_code == 401
+        assert c.post(url, json={"by": "ops", "state": "x"}, headers=auth).status_code == 400
+        resp = c.post(url, json={"by": "ops", "note": "gpu003 repaired, gpu010 back to spare"}, headers=auth)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert (body["kind"], body["node"], body["spare"], body["state"], body["by"]) == (
+            "release",
+            "gpu010",
+            "gpu010",
+            "available",
+            "ops",
+        )
+        assert spare() == "available"
+        twice = c.post(url, headers=auth)
+        assert twice.status_code == 409 and twice.json()["error"] == "spare gpu010 is available, not in_use"
+        unknown = c.post("/api/v1/spares/gpu003/release", headers=auth)
+        assert unknown.status_code == 404 and "not in the spare pool" in unknown.json()["error"]
+
+        actions = c.get("/api/v1/actions").json()["actions"]
+        assert [(a["kind"], a["node"]) for a in actions] == [("swap", "gpu003"), ("release", "gpu010")]
+        assert actions[1]["note"] == "gpu003 repaired, gpu010 back to spare" and actions[1]["alarm_id"] is None
+        offered = c.post(f"/api/v1/alarms/{ident}/remediate", json={"action": "swap", "by": "ops"}, headers=auth)
+        assert offered.status_code == 200 and offered.json()["spare"] == "gpu010"  # in the pool again

@@ -1,4 +1,5 @@
-"""Sinks: write-back into a real VictoriaMetrics, the webhook against a local server, the Grafana dashboard."""
+"""Sinks: write-back into a real VictoriaMetrics, the webhook against a local server, their counts on
+/metrics (with a real Alertmanager), the Grafana dashboard."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
+from alertmanager import Alertmanager, alertmanager  # noqa: F401
 from peerwatch.model import Alarm, Evidence
 from peerwatch.service import Service, config_from_dict
+from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import WebhookConfig, WritebackConfig
 from peerwatch.service.metrics import Health, render
@@ -227,6 +232,80 @@ def test_webhook_lifecycle_retries_and_restart(tmp_path: Path, receiver: Receive
     assert result.error and "dropped" in result.error and restarted.errors == 1
     assert restarted.sync(store).sent == 0
     store.close()
+
+
+# --- sink counts on /metrics -----------------------------------------------------------------
+
+SINKS = ("alertmanager", "writeback", "webhook")
+
+
+def sink_metrics(service: Service) -> dict[str, dict[str, float]]:
+    """``/metrics`` of ``service`` through its API: metric name -> sink -> value."""
+    with TestClient(create_app(service, run=False)) as client:
+        text = client.get("/metrics").text
+    out: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("peerwatch_sink_"):
+                out.setdefault(sample.name, {})[sample.labels["sink"]] = sample.value
+    return out
+
+
+def sink_service(tmp_path: Path, am: str, vm: str, hook: str) -> Service:
+    """A service with all three sinks and one open alarm, at data time STEP."""
+    raw = {
+        "source": {"tsdb": {"url": "http://127.0.0.1:1"}},
+        "store": {"sqlite": str(tmp_path / "s.sqlite")},
+        "alertmanager": {"url": am, "timeout": 2},
+        "writeback": {"url": vm, "timeout": 2},
+        "webhook": {"url": hook, "timeout": 2},
+    }
+    service = Service(config_from_dict(raw), clock=Clock(start=STEP, origin=time.time()))
+    assert service.webhook is not None
+    service.webhook.backoff = ()  # one try per change: no sleeping between retries
+    service.store.commit(StepChanges([StoredAlarm(alarm("snk001", STEP - 300), 1.0)], ("snk001",), STEP, STEP))
+    service.health = replace(service.health, evaluated_until=STEP, scores={("snk001", "gpu/3", "m"): 5.0})
+    return service
+
+
+def test_failing_sinks_count_errors_on_metrics(tmp_path: Path) -> None:
+    closed = "http://127.0.0.1:1"  # nothing listens on port 1
+    service = sink_service(tmp_path, closed, closed, closed + "/hook")
+    before = sink_metrics(service)
+    assert before["peerwatch_sink_sends_total"] == dict.fromkeys(SINKS, 0.0)
+    assert before["peerwatch_sink_errors_total"] == dict.fromkeys(SINKS, 0.0)
+    assert "peerwatch_sink_last_success_timestamp_seconds" not in before  # absent before the first success
+    service.notify()
+    service.publish()
+    service.publish()  # the write-back step was not pushed, so it is tried again
+    after = sink_metrics(service)
+    assert after["peerwatch_sink_sends_total"] == {"alertmanager": 1.0, "writeback": 2.0, "webhook": 2.0}
+    assert after["peerwatch_sink_errors_total"] == after["peerwatch_sink_sends_total"]
+    assert "peerwatch_sink_last_success_timestamp_seconds" not in after
+    sinks = service.status()["sinks"]
+    assert {k: v["errors"] for k, v in sinks.items()} == {"writeback": 2, "webhook": 2}  # as /healthz shows
+    service.stop()
+
+
+def test_working_sinks_count_sends_not_errors(
+    tmp_path: Path,
+    alertmanager: Alertmanager,  # noqa: F811
+    victoria_metrics: VictoriaMetrics,
+    receiver: Receiver,
+) -> None:
+    service = sink_service(tmp_path, alertmanager.url, victoria_metrics.url, receiver.url)
+    t0 = time.time()
+    service.notify()
+    service.publish()
+    got = sink_metrics(service)
+    assert got["peerwatch_sink_sends_total"] == dict.fromkeys(SINKS, 1.0)
+    assert got["peerwatch_sink_errors_total"] == dict.fromkeys(SINKS, 0.0)
+    stamps = got["peerwatch_sink_last_success_timestamp_seconds"]
+    assert set(stamps) == set(SINKS) and all(t0 <= t <= time.time() for t in stamps.values())
+    alarm_id = service.store.alarms(open_only=True)[0].id
+    alertmanager.wait("the alert", lambda: [a for a in alertmanager.alerts() if a["labels"]["alarm_id"] == alarm_id])
+    assert receiver.states() == [(alarm_id, "opened")]
+    service.stop()
 
 
 # --- the Grafana dashboard -------------------------------------------------------------------

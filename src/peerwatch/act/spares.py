@@ -1,7 +1,8 @@
-"""The spare pool: which available spare to swap in, lowest lemon risk first.
+"""The spare pool: which available spare to swap in, lowest lemon risk first, and giving one back.
 
 One place decides this for both the dashboard's spares page and ``POST .../remediate``, so the
-spare a person is shown is the spare the service would pick.
+spare a person is shown is the spare the service would pick. A spare is ``available`` or, once an
+executed swap brought it into service, ``in_use`` until it is released.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peerwatch.service.store import OUT_OF_SERVICE, StoredAlarm
+from peerwatch.service.store import OUT_OF_SERVICE, ActionRecord, Store, StoredAlarm
 
 AVAILABLE = "available"
 IN_USE = "in_use"
@@ -43,3 +44,12 @@ def recommend(open_alarms: Sequence[StoredAlarm], views: Sequence[Mapping[str, A
         pick = pool.pop(0) if pool else None
         out.append(Swap(s, pick[1] if pick else None, pick[0] if pick else None))
     return out
+
+
+def release(store: Store, spare: str, by: str, note: str, wall: float) -> ActionRecord:
+    """Put an in-use spare back in the pool as available, stored as a ``release`` action in the same
+    transaction; NotFound if it is not in the pool, Conflict if it is not in use. No command is run:
+    the pool state is peerwatch's own bookkeeping of which spares it may swap in."""
+    action = ActionRecord(wall, "release", None, spare, by, note, spare=spare)
+    store.record_action(action, AVAILABLE, spare_was=IN_USE)
+    return action

@@ -19,6 +19,7 @@ import orjson
 
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import AlertmanagerConfig
+from peerwatch.service.metrics import SinkStats
 from peerwatch.service.store import Store, StoredAlarm
 
 ALERTNAME = "PeerwatchAlarm"
@@ -41,9 +42,13 @@ class AlertmanagerSink:
         self.config, self.clock, self.api_url = config, clock, api_url
         self.url = config.url + "/api/v2/alerts"
         self._http = httpx.Client(timeout=config.timeout)
-        self.errors = 0
-        self.sent = 0
+        self.sent = 0  # alerts
+        self.stats = SinkStats("alertmanager")  # posts
         self.last_error: str | None = None
+
+    @property
+    def errors(self) -> int:
+        return self.stats.errors
 
     def labels(self, s: StoredAlarm) -> dict[str, str]:
         a = s.alarm
@@ -102,9 +107,10 @@ class AlertmanagerSink:
                     f"HTTP {resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
                 )
         except httpx.HTTPError as exc:
-            self.errors += 1
+            self.stats = self.stats.after(False, time.time())
             self.last_error = f"{self.url}: {type(exc).__name__}: {exc}"
             return SyncResult(0, self.last_error)
+        self.stats = self.stats.after(True, time.time())
         for s in changed:
             store.mark_sent(s.id, self.labels(s))
         self.sent += len(alerts)

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from peerwatch import __version__
+from peerwatch.act import spares
 from peerwatch.act.remediation import Remediator
 from peerwatch.service import metrics
 from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
@@ -115,9 +116,17 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
         views = node_views(service)
         return remediator.remediate(alarm_id, body.action, body.by, body.reason, views, time.time())
 
+    @app.post("/api/v1/spares/{node}/release", dependencies=[Depends(token)])
+    def release_spare(node: str, change: Change | None = None) -> dict[str, Any]:
+        """Give an in-use spare back to the pool as available (404 if not a spare, 409 if not in use);
+        stored as a ``release`` action. No command is run."""
+        change = change or Change()
+        action = spares.release(service.store, node, change.by, change.note, time.time())
+        return {**action.as_json(), "spare": node, "state": spares.AVAILABLE}
+
     @app.get("/api/v1/actions")
     def list_actions(alarm_id: str | None = None) -> dict[str, Any]:
-        """Every action taken (acknowledge, resolve, drain, swap, undrain), oldest first."""
+        """Every action taken (acknowledge, resolve, drain, swap, undrain, release), oldest first."""
         return {"actions": [a.as_json() for a in service.store.actions(alarm_id)]}
 
     @app.get("/api/v1/nodes")

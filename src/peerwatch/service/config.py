@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -133,11 +134,63 @@ class SourceConfig(Settings):
 
 class StoreConfig(Settings):
     sqlite: Path = Path("peerwatch.sqlite")
+    postgres: str | None = None  # a postgresql:// URL; chosen over sqlite when given
+    postgres_password_file: Path | None = None
 
-    @field_validator("sqlite", mode="after")
+    @field_validator("sqlite", "postgres_password_file", mode="after")
     @classmethod
-    def _path(cls, value: Path, info: ValidationInfo) -> Path:
-        return _local_path(value, info)
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _local_path(value, info)
+
+    @field_validator("postgres")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"must be a postgresql:// URL, got {redact_url(value)!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_store(self) -> StoreConfig:
+        if self.postgres is not None and "sqlite" in self.model_fields_set:
+            raise ValueError("give sqlite or postgres, not both")
+        if self.postgres_password_file is not None:
+            if self.postgres is None:
+                raise ValueError("postgres_password_file needs postgres")
+            if urlsplit(self.postgres).password is not None or "password=" in urlsplit(self.postgres).query:
+                raise ValueError("give the password in the postgres URL or in postgres_password_file, not both")
+        return self
+
+    def postgres_password(self) -> str | None:
+        """The password from ``postgres_password_file`` (None: the URL's own, or libpq's PGPASSWORD / ~/.pgpass)."""
+        if self.postgres_password_file is None:
+            return None
+        try:
+            password = self.postgres_password_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"store.postgres_password_file: cannot read {self.postgres_password_file}: {exc.strerror}"
+            ) from None
+        if not password:
+            raise ConfigError(f"store.postgres_password_file: {self.postgres_password_file} is empty")
+        return password
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the authority or a ``password=`` parameter) replaced by ``***``."""
+    if "://" not in url:  # not a URL at all, maybe a libpq keyword string
+        return re.sub(r"password\s*=\s*\S*", "password=***", url)
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
+    # Assembled by hand: urlunsplit would turn postgresql:///db (a local socket) into postgresql:/db.
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 class AlertmanagerConfig(Settings):

@@ -16,6 +16,7 @@ from peerwatch.engine import context_of, detect, kind_by_catalog
 from peerwatch.frames import FrameBuilder
 from peerwatch.model import Alarm, ProblemLog
 from peerwatch.service.buffer import SampleBuffer
+from peerwatch.service.workload import WorkloadGroup, groups_at_end
 
 ScoreKey = tuple[str, str, str]  # node, component, metric
 
@@ -31,6 +32,7 @@ class Evaluation:
     scores: dict[ScoreKey, float] = field(default_factory=dict)  # findings at the last step
     series: int = 0
     seconds: float = 0.0
+    groups: dict[str, WorkloadGroup] = field(default_factory=dict)  # node -> workload group at the last step
 
 
 class Evaluator:
@@ -82,4 +84,5 @@ class Evaluator:
             scores=dict(scores),
             series=sum(len(f.keys) for f in frames.values()),
             seconds=time.perf_counter() - t0,
+            groups=groups_at_end(ctx),
         )

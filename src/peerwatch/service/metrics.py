@@ -4,14 +4,42 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from peerwatch.act.risk import RiskModel
 from peerwatch.model import DIAGNOSES
 from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.store import StoredAlarm, fault_events
+from peerwatch.service.workload import WorkloadGroup
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkStats:
+    """A sink's deliveries so far: an Alertmanager post, a write-back push, a webhook change."""
+
+    sink: str  # the ``sink`` label: alertmanager, writeback, webhook
+    sends: int = 0  # deliveries tried (a webhook change with its retries is one)
+    errors: int = 0  # of which failed
+    last_success: float | None = None  # wall time of the newest delivery that succeeded
+
+    def after(self, ok: bool, wall: float) -> SinkStats:
+        """These counts after one more delivery."""
+        return replace(
+            self,
+            sends=self.sends + 1,
+            errors=self.errors + (not ok),
+            last_success=wall if ok else self.last_success,
+        )
+
+
+class Metered(Protocol):
+    """A sink that counts its deliveries (its own thread replaces ``stats`` after each one)."""
+
+    @property
+    def stats(self) -> SinkStats: ...
 
 
 @dataclass(frozen=True)
@@ -29,6 +57,10 @@ class Health:
     am_sent: int = 0
     am_errors: int = 0
     scores: Mapping[ScoreKey, float] = field(default_factory=dict)
+    groups: Mapping[str, WorkloadGroup] = field(default_factory=dict)  # node -> workload group at the last step
+    # The sinks themselves, read when rendered: a copy of Health made by another thread can then never
+    # carry older counts (a counter going back would read as a reset).
+    sinks: Sequence[Metered] = ()
 
 
 def _escape(value: str) -> str:
@@ -117,4 +149,26 @@ def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str
         "Failed posts to Alertmanager.",
         [({}, float(health.am_errors))],
     )
+    _sink_families(t, [sink.stats for sink in health.sinks])
     return "\n".join(t.lines) + "\n"
+
+
+def _sink_families(t: _Text, stats: Sequence[SinkStats]) -> None:
+    t.family(
+        "peerwatch_sink_sends_total",
+        "counter",
+        "Deliveries tried per sink: Alertmanager posts, write-back pushes, webhook changes (retries included).",
+        (({"sink": s.sink}, float(s.sends)) for s in stats),
+    )
+    t.family(
+        "peerwatch_sink_errors_total",
+        "counter",
+        "Deliveries that failed per sink (a webhook change after its last retry, or refused).",
+        (({"sink": s.sink}, float(s.errors)) for s in stats),
+    )
+    t.family(
+        "peerwatch_sink_last_success_timestamp_seconds",
+        "gauge",
+        "Wall time of the newest delivery that succeeded per sink (absent before the first).",
+        (({"sink": s.sink}, s.last_success) for s in stats if s.last_success is not None),
+    )

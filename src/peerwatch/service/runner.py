@@ -25,8 +25,8 @@ from peerwatch.service.evaluation import Evaluation, Evaluator
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
 from peerwatch.service.metrics import Health, node_risk
 from peerwatch.service.reconcile import SERVICE_NODE, Judged, reconcile
-from peerwatch.service.sqlite_store import SQLiteStore
 from peerwatch.service.store import StepChanges, Store, StoredAlarm
+from peerwatch.service.stores import open_store
 from peerwatch.service.webhook import WebhookSink
 from peerwatch.service.writeback import WriteBack
 from peerwatch.sources.scrape import Target
@@ -72,7 +72,7 @@ class Service:
     ) -> None:
         self.config = config
         self.token = config.api.token_value()
-        self.store: Store = store or SQLiteStore(config.store.sqlite)
+        self.store: Store = store or open_store(config.store)
         self.clock = clock or make_clock(config.clock, self.store)
         self.source = source or make_source(config, self.clock, extra_targets)
         self.buffer = SampleBuffer(config.window + 2 * config.step)
@@ -83,7 +83,8 @@ class Service:
         self.webhook = WebhookSink(config.webhook) if config.webhook else None
         kept = self.store.meta("evaluated_until")
         self.evaluated_until: float | None = None if kept is None else float(kept)
-        self.health = Health(evaluated_until=self.evaluated_until)
+        sinks = tuple(s for s in (self.sink, self.writeback, self.webhook) if s is not None)
+        self.health = Health(evaluated_until=self.evaluated_until, sinks=sinks)
         self.started = self.clock.now()
         self.last_fetch: Fetch | None = None
         self.blind: Blindness | None = None
@@ -156,6 +157,7 @@ class Service:
             buffer_series=self.buffer.series,
             buffer_samples=self.buffer.samples,
             scores=ev.scores if ev else self.health.scores,
+            groups=ev.groups if ev else self.health.groups,
         )
         if changed:
             self._changed.set()

@@ -15,9 +15,20 @@ from pathlib import Path
 
 import orjson
 
-from peerwatch.model import Alarm, Evidence
 from peerwatch.service.errors import Conflict, NotFound
-from peerwatch.service.store import ActionRecord, NodeRecord, StepChanges, StoredAlarm
+from peerwatch.service.store import (
+    ACTION_COLUMNS,
+    ActionRecord,
+    NodeRecord,
+    StepChanges,
+    StoredAlarm,
+    action_columns,
+    action_record,
+    alarm_columns,
+    alarms_query,
+    check_spare,
+    stored_alarm,
+)
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -106,7 +117,7 @@ class SQLiteStore:
 
     def commit(self, changes: StepChanges) -> None:
         with self._write() as db:
-            db.executemany(_UPSERT, [_row(s) for s in changes.alarms])
+            db.executemany(_UPSERT, [alarm_columns(s) for s in changes.alarms])
             db.executemany(
                 "INSERT INTO nodes VALUES (?, ?, ?) ON CONFLICT (node) DO UPDATE SET "
                 "last_seen = max(nodes.last_seen, excluded.last_seen)",
@@ -126,26 +137,19 @@ class SQLiteStore:
         resolved_wall_after: float | None = None,
         limit: int = 1000,
     ) -> list[StoredAlarm]:
-        where: list[str] = []
-        args: list[object] = []
-        if open_only:
-            where.append("resolved_ts IS NULL")
-        if node is not None:
-            where.append("node = ?")
-            args.append(node)
-        if touching is not None:
-            where.append("(resolved_ts IS NULL OR resolved_ts >= ?)")
-            args.append(touching)
-        if resolved_wall_after is not None:
-            where.append("(resolved_ts IS NULL OR resolved_wall >= ?)")
-            args.append(resolved_wall_after)
-        sql = "SELECT * FROM alarms" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = self._db().execute(sql + " ORDER BY ts DESC, node LIMIT ?", [*args, limit]).fetchall()
-        return [_stored(r) for r in rows]
+        sql, args = alarms_query(
+            "?",
+            open_only=open_only,
+            node=node,
+            touching=touching,
+            resolved_wall_after=resolved_wall_after,
+            limit=limit,
+        )
+        return [stored_alarm(r) for r in self._db().execute(sql, args).fetchall()]
 
     def alarm(self, alarm_id: str) -> StoredAlarm | None:
         row = self._db().execute("SELECT * FROM alarms WHERE id = ?", (alarm_id,)).fetchone()
-        return None if row is None else _stored(row)
+        return None if row is None else stored_alarm(row)
 
     def acknowledge(self, alarm_id: str, by: str, note: str, wall: float) -> StoredAlarm:
         with self._write() as db:
@@ -196,29 +200,18 @@ class SQLiteStore:
             db.executemany("INSERT OR IGNORE INTO spares VALUES (?, 'available', ?)", [(n, wall) for n in nodes])
 
     def actions(self, alarm_id: str | None = None) -> list[ActionRecord]:
-        sql, args = "SELECT wall, kind, alarm_id, node, by, note, spare, argv, mode, exit_code, output FROM actions", []
+        sql, args = f"SELECT {', '.join(ACTION_COLUMNS)} FROM actions", []
         if alarm_id is not None:
             sql, args = sql + " WHERE alarm_id = ?", [alarm_id]
-        rows = self._db().execute(sql + " ORDER BY seq", args).fetchall()
-        return [
-            ActionRecord(
-                wall=r["wall"],
-                kind=r["kind"],
-                alarm_id=r["alarm_id"],
-                node=r["node"],
-                by=r["by"],
-                note=r["note"],
-                spare=r["spare"],
-                argv=tuple(tuple(a) for a in orjson.loads(r["argv"])) if r["argv"] else (),
-                mode=r["mode"],
-                exit_code=r["exit_code"],
-                output=r["output"] or "",
-            )
-            for r in rows
-        ]
+        return [action_record(r) for r in self._db().execute(sql + " ORDER BY seq", args).fetchall()]
 
-    def record_action(self, action: ActionRecord, spare_state: str | None = None) -> None:
+    def record_action(
+        self, action: ActionRecord, spare_state: str | None = None, *, spare_was: str | None = None
+    ) -> None:
         with self._write() as db:
+            if spare_was is not None:
+                row = db.execute("SELECT state FROM spares WHERE node = ?", (action.spare,)).fetchone()
+                check_spare(action.spare, None if row is None else row[0], spare_was)
             _action(db, action)
             if spare_state is not None and action.spare is not None:
                 db.execute(
@@ -241,7 +234,7 @@ class SQLiteStore:
         row = db.execute("SELECT * FROM alarms WHERE id = ?", (alarm_id,)).fetchone()
         if row is None:
             raise NotFound(f"no alarm with id {alarm_id!r}")
-        return _stored(row)
+        return stored_alarm(row)
 
     def _found(self, alarm_id: str) -> StoredAlarm:
         found = self.alarm(alarm_id)
@@ -251,82 +244,6 @@ class SQLiteStore:
 
 def _action(db: sqlite3.Connection, a: ActionRecord) -> None:
     db.execute(
-        "INSERT INTO actions (wall, kind, alarm_id, node, by, note, spare, argv, mode, exit_code, output) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            a.wall,
-            a.kind,
-            a.alarm_id,
-            a.node,
-            a.by,
-            a.note,
-            a.spare,
-            orjson.dumps([list(x) for x in a.argv]).decode() if a.argv else None,
-            a.mode,
-            a.exit_code,
-            a.output,
-        ),
-    )
-
-
-def _row(s: StoredAlarm) -> dict[str, object]:
-    a = s.alarm
-    return {
-        "id": a.id,
-        "node": a.node,
-        "ts": a.ts,
-        "component": a.component,
-        "diagnosis": a.diagnosis,
-        "severity": a.severity,
-        "score": a.score,
-        "action": a.action,
-        "evidence": orjson.dumps([e.as_json() for e in a.evidence]).decode(),
-        "updated_ts": a.updated_ts,
-        "resolved_ts": a.resolved_ts,
-        "resolved_by": s.resolved_by,
-        "opened_wall": s.opened_wall,
-        "resolved_wall": s.resolved_wall,
-    }
-
-
-def _evidence(item: dict[str, object]) -> Evidence:
-    def num(x: object) -> float | None:
-        return None if x is None else float(x)  # type: ignore[arg-type]
-
-    labels = item.get("labels") or {}
-    assert isinstance(labels, dict)
-    value = num(item.get("value"))
-    return Evidence(
-        metric=str(item["metric"]),
-        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
-        value=float("nan") if value is None else value,
-        peer_median=num(item.get("peer_median")),
-        robust_z=num(item.get("robust_z")),
-        note=str(item.get("note") or ""),
-    )
-
-
-def _stored(r: sqlite3.Row) -> StoredAlarm:
-    alarm = Alarm(
-        id=r["id"],
-        ts=r["ts"],
-        node=r["node"],
-        component=r["component"],
-        diagnosis=r["diagnosis"],
-        severity=r["severity"],
-        score=r["score"],
-        action=r["action"],
-        evidence=tuple(_evidence(e) for e in orjson.loads(r["evidence"])),
-        updated_ts=r["updated_ts"],
-        resolved_ts=r["resolved_ts"],
-    )
-    return StoredAlarm(
-        alarm=alarm,
-        opened_wall=r["opened_wall"],
-        resolved_by=r["resolved_by"],
-        resolved_wall=r["resolved_wall"],
-        ack_by=r["ack_by"],
-        ack_wall=r["ack_wall"],
-        ack_note=r["ack_note"],
-        sent_labels=None if r["sent_labels"] is None else orjson.loads(r["sent_labels"]),
+        f"INSERT INTO actions ({', '.join(ACTION_COLUMNS)}) VALUES ({', '.join('?' * len(ACTION_COLUMNS))})",
+        action_columns(a),
     )

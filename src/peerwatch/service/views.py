@@ -1,4 +1,5 @@
-"""What ``GET /api/v1/nodes`` shows of each node: alarms, latest scores, lemon risk, spare-pool state."""
+"""What ``GET /api/v1/nodes`` shows of each node: alarms, latest scores, lemon risk, spare-pool state,
+workload group."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ def node_views(service: Service) -> list[dict[str, Any]]:
     by_component: dict[str, dict[str, float]] = defaultdict(dict)
     for (node, component, _metric), score in service.health.scores.items():
         by_component[node][component] = max(by_component[node].get(component, 0.0), round(score, 3))
+    groups = service.health.groups
     risk = node_risk(service.store.alarms(limit=100_000), (r.node for r in records), service.clock.now())
     out = []
     for r in records:
         components = by_component.get(r.node, {})
+        group = groups.get(r.node)
         if open_on.get(r.node):
             status = "alarm"
         elif r.spare is not None:
@@ -39,6 +42,7 @@ def node_views(service: Service) -> list[dict[str, Any]]:
                 "components": components,
                 "risk": round(risk.get(r.node, 1.0), 4),
                 "spare": r.spare,
+                "group": group.as_json() if group is not None else None,  # None: not in the last evaluation
                 "first_seen": r.first_seen or None,
                 "last_seen": r.last_seen or None,
             }

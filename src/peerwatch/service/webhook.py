@@ -19,6 +19,7 @@ import orjson
 
 from peerwatch.service.alertmanager import SyncResult
 from peerwatch.service.config import WebhookConfig
+from peerwatch.service.metrics import SinkStats
 from peerwatch.service.store import StepChanges, Store, StoredAlarm
 
 META_KEY = "webhook_heard"
@@ -57,8 +58,12 @@ class WebhookSink:
         self.config, self.backoff, self.sleep = config, tuple(backoff), sleep
         self._http = httpx.Client(timeout=config.timeout)
         self.sent = 0
-        self.errors = 0
+        self.stats = SinkStats("webhook")  # changes posted, each with its retries
         self.last_error: str | None = None
+
+    @property
+    def errors(self) -> int:
+        return self.stats.errors
 
     def sync(self, store: Store, wall: float | None = None) -> SyncResult:
         """Post every change since the last sync; returns how many were posted and the last error."""
@@ -74,6 +79,7 @@ class WebhookSink:
             state = change(s, known.get(s.id))
             if state is not None:
                 error, retry = self._post(body(s, state))
+                self.stats = self.stats.after(error is None, time.time())
                 if error is not None and retry:
                     break
                 posted += error is None
@@ -103,9 +109,7 @@ class WebhookSink:
                 return None, False
             error = f"HTTP {resp.status_code}: {resp.text[:300]}"
             if resp.status_code != 429 and resp.status_code < 500:
-                self.errors += 1
                 return f"{self.config.url}: {error} (alarm {payload['id']}, {payload['state']}: dropped)", False
-        self.errors += 1
         return f"{self.config.url}: {error} after {len(self.backoff) + 1} tries", True
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ going stale. A failed push is counted and reported, never raised: the next step 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -16,7 +17,7 @@ import httpx
 
 from peerwatch.service.alertmanager import SyncResult
 from peerwatch.service.config import WritebackConfig
-from peerwatch.service.metrics import Health, render
+from peerwatch.service.metrics import Health, SinkStats, render
 from peerwatch.service.store import StoredAlarm
 
 FAMILIES = ("peerwatch_anomaly_score", "peerwatch_node_risk")  # taken as /metrics renders them
@@ -37,9 +38,13 @@ class WriteBack:
         self._http = httpx.Client(timeout=config.timeout)
         self.last_step: float | None = None
         self.pushed = 0  # samples
-        self.errors = 0
+        self.stats = SinkStats("writeback")  # pushes
         self.last_error: str | None = None
         self._open_keys: set[tuple[str, str]] = set()
+
+    @property
+    def errors(self) -> int:
+        return self.stats.errors
 
     def due(self, health: Health) -> bool:
         """True when ``health`` holds a step not pushed yet."""
@@ -72,9 +77,10 @@ class WriteBack:
                     f"HTTP {resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
                 )
         except httpx.HTTPError as exc:
-            self.errors += 1
+            self.stats = self.stats.after(False, time.time())
             self.last_error = f"{self.url}: {type(exc).__name__}: {exc}"
             return SyncResult(0, self.last_error)
+        self.stats = self.stats.after(True, time.time())
         self.last_step = health.evaluated_until
         self._open_keys = {(s.alarm.diagnosis, s.alarm.severity) for s in open_alarms}
         self.pushed += len(lines)

@@ -2,7 +2,9 @@
 
 A cell is the strongest detector score at the last evaluated step among the node's components of
 that category (``gpu/3`` is ``gpu``, ``ib/mlx5_0`` is ``ib``); a cell with an open alarm is
-outlined. Nodes are grouped: open alarm, in service, spare pool, not seen.
+outlined. Nodes are grouped: open alarm, in service, spare pool, not seen; when the last evaluation
+found more than one workload group (the peers a node is compared with), each of those sections is
+split by workload group, so an idle spare pool or nodes on another job show as blocks of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from peerwatch.web.page import badge, esc
 CATEGORIES = ("gpu", "nvswitch", "ib", "net", "nfs", "disk", "node")
 LEVELS = ((10.0, "l3"), (4.0, "l2"), (0.0, "l1"))  # score at least -> cell class
 GROUPS = (("alarm", "Open alarms"), ("ok", "In service"), ("spare", "Spare pool"), ("unseen", "Not seen yet"))
+UNGROUPED = "no workload group: not in the last evaluation"
 
 
 def category(component: str) -> str:
@@ -68,10 +71,38 @@ def _tile(prefix: str, view: Mapping[str, Any], row: Mapping[str, Cell]) -> str:
     if risk >= 2.0:  # lemon risk: times likelier to fail next than a node with no history
         extra += f' <span class="risk">risk {risk:.1f}×</span>'
     grid = "".join(_cell_html(cat, row.get(cat)) for cat in CATEGORIES)
+    group = view.get("group")
+    where = f' data-group="{group["id"]}" title="{esc(group["label"])}"' if group else ""
     return (
-        f'<div class="tile {esc(view["status"])}" data-node="{esc(node)}">'
+        f'<div class="tile {esc(view["status"])}" data-node="{esc(node)}"{where}>'
         f'<a href="{prefix}/nodes/{esc(node)}">{esc(node)}</a>{extra}<div class="cells">{grid}</div></div>'
     )
+
+
+def _group_id(view: Mapping[str, Any]) -> int:
+    group = view.get("group")
+    return int(group["id"]) if group else 0  # 0: ungrouped, listed last
+
+
+def _blocks(
+    prefix: str, members: Sequence[Mapping[str, Any]], by_node: Mapping[str, Mapping[str, Cell]], split: bool
+) -> str:
+    """The tiles of one section; with ``split``, one block per workload group under its own heading."""
+    parts: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for v in members:
+        parts[_group_id(v) if split else 0].append(v)
+    out = []
+    for gid in sorted(parts, key=lambda g: (g == 0, g)):
+        tiles = "\n".join(_tile(prefix, v, by_node.get(str(v["node"]), {})) for v in parts[gid])
+        head = ""
+        if split:
+            group = parts[gid][0].get("group")
+            here = len(parts[gid])
+            title = str(group["label"]) if group else UNGROUPED
+            count = f" <small>({here} in this section)</small>" if not group or here != group["size"] else ""
+            head = f'<h3 class="workload" data-group="{gid}">{esc(title)}{count}</h3>'
+        out.append(f'{head}<div class="heatmap">{tiles}</div>')
+    return "\n".join(out)
 
 
 def render_cluster(
@@ -80,11 +111,15 @@ def render_cluster(
     scores: Mapping[ScoreKey, float],
     open_components: Mapping[str, set[str]],
 ) -> str:
-    """The heat map body, one section per group of nodes (``views``: ``service.views.node_views``)."""
+    """The heat map body, one section per standing of nodes, split by workload group when there are
+    several (``views``: ``service.views.node_views``)."""
     by_node = cells(scores, open_components)
     counts: dict[str, int] = defaultdict(int)
+    workload: dict[int, str] = {}
     for v in views:
         counts[str(v["status"])] += 1
+        if v.get("group"):
+            workload[int(v["group"]["id"])] = str(v["group"]["label"])
     legend = (
         '<p class="legend">columns: '
         + " ".join(f"<b>{c}</b>" for c in CATEGORIES)
@@ -93,15 +128,21 @@ def render_cluster(
         + ", ".join(f"{counts[k]} {name.lower()}" for k, name in GROUPS)
         + "</p>"
     )
+    if workload:
+        legend += (
+            '<p class="legend">workload groups (a node is compared with its own group only): '
+            + " · ".join(esc(workload[g]) for g in sorted(workload))
+            + "</p>"
+        )
+    split = len(workload) > 1
     sections = []
     for key, name in GROUPS:
         members = [v for v in views if v["status"] == key]
         if not members:
             continue
-        tiles = "\n".join(_tile(prefix, v, by_node.get(str(v["node"]), {})) for v in members)
         sections.append(
             f'<section class="group {key}"><h2>{esc(name)} ({len(members)})</h2>'
-            f'<div class="heatmap">{tiles}</div></section>'
+            f"{_blocks(prefix, members, by_node, split)}</section>"
         )
     if not sections:
         sections.append('<p class="muted">no node seen yet: the first evaluation has not run</p>')

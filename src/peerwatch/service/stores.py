@@ -1,0 +1,20 @@
+"""Which store the configuration asks for: PostgreSQL when ``store.postgres`` is set, else SQLite."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from peerwatch.service.sqlite_store import SQLiteStore
+
+if TYPE_CHECKING:
+    from peerwatch.service.config import StoreConfig
+    from peerwatch.service.store import Store
+
+
+def open_store(config: StoreConfig) -> Store:
+    """Open (and create or check the tables of) the configured store; a ConfigError names what is wrong."""
+    if config.postgres is not None:
+        from peerwatch.service.postgres_store import PostgresStore  # psycopg is loaded only when used
+
+        return PostgresStore(config.postgres, password=config.postgres_password())
+    return SQLiteStore(config.sqlite)
