@@ -1,7 +1,8 @@
 """One conformance suite for every detector: deterministic, NaN-proof, and the injected fault scores highest.
 
 Each case builds small frames by hand: 12 nodes x 8 GPUs (or ports, mounts), 80 steps, noise,
-one entity with a fault from step 50. The detector must score that entity above every healthy
+one entity with a fault from step 50 (the temporal case has 100 steps more on either side: a trend
+needs a past and takes time to show). The detector must score that entity above every healthy
 one after onset, give identical findings when run twice, and not crash when a tenth of the
 samples are missing.
 """
@@ -20,6 +21,7 @@ from peerwatch.detect.counters import CounterDetector
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
+from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.engine import Detector, context_of
 from peerwatch.frames import Frame
 
@@ -27,8 +29,8 @@ START, STEP, STEPS, NODES, ONSET = 1_764_460_800.0, 30.0, 80, 12, 50
 FAULT_NODE, FAULT_GPU = "gpu07", "3"
 
 
-def frame(name: str, kind: str, rows: list[dict[str, str]], values: np.ndarray) -> Frame:
-    return make_frame(name, rows, values, START, STEP, kind)  # type: ignore[arg-type]
+def frame(name: str, kind: str, rows: list[dict[str, str]], values: np.ndarray, start: float = START) -> Frame:
+    return make_frame(name, rows, values, start, STEP, kind)  # type: ignore[arg-type]
 
 
 def gpu_rows() -> list[dict[str, str]]:
@@ -43,15 +45,15 @@ def fault_row(rows: list[dict[str, str]], **match: str) -> int:
     return next(i for i, r in enumerate(rows) if all(r.get(k) == v for k, v in match.items()))
 
 
-def base_frames(rng: np.random.Generator) -> dict[str, Frame]:
-    """Busy GPUs (so every node is in the training group) and a node_exporter gauge."""
+def base_frames(rng: np.random.Generator, start: float = START, steps: int = STEPS) -> dict[str, Frame]:
+    """Busy GPUs (so every node is in the training group) and a node_exporter gauge, on the case's grid."""
     rows = gpu_rows()
-    util = 97 + rng.normal(0, 1, (len(rows), STEPS))
+    util = 97 + rng.normal(0, 1, (len(rows), steps))
     node_rows = [{"instance": f"gpu{n:02d}:9100"} for n in range(NODES)]
-    load = 30 + rng.normal(0, 1, (NODES, STEPS))
+    load = 30 + rng.normal(0, 1, (NODES, steps))
     return {
-        "DCGM_FI_DEV_GPU_UTIL": frame("DCGM_FI_DEV_GPU_UTIL", "gauge", rows, util),
-        "node_load1": frame("node_load1", "gauge", node_rows, load),
+        "DCGM_FI_DEV_GPU_UTIL": frame("DCGM_FI_DEV_GPU_UTIL", "gauge", rows, util, start),
+        "node_load1": frame("node_load1", "gauge", node_rows, load, start),
     }
 
 
@@ -60,6 +62,18 @@ def case_peer(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
     temp = 60 + rng.normal(0, 0.5, (len(rows), STEPS)) + rng.normal(0, 3, (len(rows), 1))  # fixed offsets
     temp[fault_row(rows, Hostname=FAULT_NODE, gpu=FAULT_GPU), ONSET:] += 12
     return {"DCGM_FI_DEV_GPU_TEMP": frame("DCGM_FI_DEV_GPU_TEMP", "gauge", rows, temp)}, "DCGM_FI_DEV_GPU_TEMP"
+
+
+def case_temporal(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
+    # A trend needs history: this grid starts 50 min before START and runs 50 min past the others'.
+    pre, post = 100, 100
+    steps = pre + STEPS + post
+    rows = gpu_rows()
+    temp = 70 + rng.normal(0, 0.5, (len(rows), steps)) + rng.normal(0, 3, (len(rows), 1))  # fixed offsets
+    ramp = np.clip(np.arange(steps) - (pre + ONSET), 0, None) * 6.0 / 120  # 6 C an hour, peers flat
+    temp[fault_row(rows, Hostname=FAULT_NODE, gpu=FAULT_GPU)] += ramp
+    name = "DCGM_FI_DEV_MEMORY_TEMP"
+    return {name: frame(name, "gauge", rows, np.rint(temp), START - pre * STEP)}, name
 
 
 def case_counter(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
@@ -114,6 +128,7 @@ def case_cluster(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
 
 CASES: list[tuple[Callable[[], Detector], Callable[[np.random.Generator], tuple[dict[str, Frame], str]], str]] = [
     (PeerDetector, case_peer, FAULT_NODE),
+    (TemporalDetector, case_temporal, FAULT_NODE),
     (CounterDetector, case_counter, FAULT_NODE),
     (StateDetector, case_state, FAULT_NODE),
     (PresenceDetector, case_presence, FAULT_NODE),
@@ -124,7 +139,8 @@ CASES: list[tuple[Callable[[], Detector], Callable[[np.random.Generator], tuple[
 def run(make: Callable[[], Detector], build: Callable[..., tuple[dict[str, Frame], str]], holes: float = 0.0):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(3)
     frames, signal = build(rng)
-    frames = {**base_frames(rng), **frames}
+    grid = next(iter(frames.values()))
+    frames = {**base_frames(rng, grid.start, grid.steps), **frames}
     if holes:
         mask_rng = np.random.default_rng(9)
         for f in frames.values():

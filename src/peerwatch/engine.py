@@ -20,6 +20,7 @@ from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
+from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
@@ -41,6 +42,7 @@ def default_detectors() -> list[Detector]:
         ClusterDetector(),
         AgentCheckDetector(),
         TrainingShapeDetector(),
+        TemporalDetector(),
     ]
 
 
