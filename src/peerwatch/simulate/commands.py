@@ -49,10 +49,16 @@ def simulate_command(
     ] = None,
     scenarios: Annotated[Path | None, typer.Option("--scenarios", help="Write the public scenario set here.")] = None,
     only: Annotated[str, typer.Option("--only", help="With --scenarios: comma-separated scenario names.")] = "",
+    variants: Annotated[
+        bool,
+        typer.Option("--variants", help="With --scenarios: the variant set (other sizes, scrape intervals, seeds)."),
+    ] = False,
     serve: Annotated[bool, typer.Option("--serve", help="Serve every node's exporters live on 127.0.0.1.")] = False,
     nodes: Annotated[int, typer.Option("--nodes", min=2, help="Cluster size (reference mix scaled: ~5% spares).")] = 63,
     hours: Annotated[float, typer.Option("--hours", min=0.01, help="Length of the simulated run.")] = 6.0,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Same seed, byte-identical output.")] = 0,
+    seed: Annotated[
+        int | None, typer.Option("--seed", min=0, help="Same seed, byte-identical output (sets: 7, variants: 100).")
+    ] = None,
     faults: Annotated[str, typer.Option("--faults", help="KIND[@NODE][:AT],... or 'random' (MTTF table).")] = "",
     fmt: Annotated[
         str, typer.Option("--format", help="vm-jsonl (VictoriaMetrics export) or prom (text).")
@@ -74,6 +80,8 @@ def simulate_command(
             write_scenarios(
                 scenarios,
                 names,
+                seed=(100 if variants else 7) if seed is None else seed,
+                variants=variants,
                 compress=compress,
                 progress=lambda sc, w: typer.echo(f"{sc.name}: {w.series} series, {w.samples} samples"),
             )
@@ -81,6 +89,7 @@ def simulate_command(
             raise typer.BadParameter(str(exc)) from None
         return
     requests, random = parse_faults(faults)
+    seed = seed or 0
     try:
         scenario = Scenario(
             "cli",

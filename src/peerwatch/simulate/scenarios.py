@@ -6,6 +6,12 @@
 - ``cascade``: one GPU hangs; minutes later every node stalls; the first node is the cause.
 - ``mttf_day``: the reference cluster for a day with faults drawn from the published MTTF table.
 - ``scale_1000``: 1,000 nodes (8,000 GPUs) for half an hour with two faults, for scale.
+
+The variant set (``--variants``) is each fault kind once more, on clusters unlike the reference:
+other sizes (so other numbers of spares), scrape intervals of 15, 30 and 60 s, all or none of the
+nodes on the older dcgm-exporter, fault times drawn from the seed, job and agent restarts and a
+remount in every run, and two healthy runs. A check on what the public set does not vary; a new
+``--seed`` gives a set no threshold was chosen on.
 """
 
 from __future__ import annotations
@@ -97,15 +103,57 @@ def scenario_set(seed: int = 7) -> tuple[Scenario, ...]:
     return tuple(out)
 
 
+VARIANT_SIZES = (16, 32, 96)
+VARIANT_SCRAPES = (15.0, 30.0, 60.0)
+VARIANT_OLD_EXPORTER = (0.0, 1.0, 0.3)
+VARIANT_BENIGN = Benign(restarts=1, agent_restarts=1, remounts=1)
+
+
+def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
+    """Each fault kind on a cluster unlike the reference, and two healthy runs (see the module doc)."""
+    out = []
+    for i, kind in enumerate(KINDS):
+        nodes = VARIANT_SIZES[i % 3]
+        spec = ClusterSpec(
+            nodes=nodes,
+            spares=max(1, round(nodes * 3 / 63)),
+            scrape_interval=VARIANT_SCRAPES[(i // 3) % 3],
+            old_exporter_fraction=VARIANT_OLD_EXPORTER[(i + 1) % 3],
+        )
+        faults = (FaultRequest(kind),)
+        out.append(Scenario(f"v_{kind}", spec, 3.0, seed + i, faults, VARIANT_BENIGN, description=KINDS[kind].note))
+    healthy = Benign(restarts=2, agent_restarts=2, remounts=2)
+    out += [
+        Scenario(
+            "v_healthy_60s",
+            ClusterSpec(nodes=32, spares=2, scrape_interval=60.0, old_exporter_fraction=1.0),
+            6.0,
+            seed + 101,
+            benign=healthy,
+            description="32 nodes scraped every 60 s, every dcgm-exporter old, no fault",
+        ),
+        Scenario(
+            "v_healthy_15s",
+            ClusterSpec(nodes=24, spares=2, scrape_interval=15.0, old_exporter_fraction=0.0),
+            4.0,
+            seed + 102,
+            benign=healthy,
+            description="24 nodes scraped every 15 s, every dcgm-exporter new, no fault",
+        ),
+    ]
+    return tuple(out)
+
+
 def write_scenarios(
     out: Path,
     names: Iterable[str] | None = None,
     seed: int = 7,
     compress: bool = False,
     progress: Callable[[Scenario, Written], None] | None = None,
+    variants: bool = False,
 ) -> list[Written]:
     """Write each scenario into ``out/<name>/`` (all of them, or those in ``names``)."""
-    scenarios = {s.name: s for s in scenario_set(seed)}
+    scenarios = {s.name: s for s in (variant_set(seed) if variants else scenario_set(seed))}
     wanted = list(scenarios) if names is None else list(names)
     unknown = [n for n in wanted if n not in scenarios]
     if unknown:
