@@ -315,7 +315,8 @@ _info$                                                                    info  
 ^node_infiniband_lifespan_seconds$                                        capacity       none
 ^node_infiniband_((legacy_)?multicast_packets_\w+|rx_\w+_requests)_total$  throughput   none
 ^node_infiniband_(legacy_\w+|port_data_\w+|port_packets_\w+|unicast_packets_\w+)_total$  throughput down
-^node_network_(receive|transmit)_(drop|errs|fifo|frame|carrier|colls)_total$  error_counter up
+^node_network_(receive|transmit)_drop_total$                             discard        up
+^node_network_(receive|transmit)_(errs|fifo|frame|carrier|colls)_total$  error_counter up
 ^node_network_carrier(_up|_down)?_changes_total$                          error_counter  up
 ^node_network_(up|carrier)$                                               state          down
 ^node_network_dormant$                                                    state          up
@@ -333,11 +334,13 @@ _info$                                                                    info  
 ^node_nfsd_(rpc_errors|file_handles_stale)_total$                         error_counter  up
 ^node_mountstats_nfs_(operations_major_timeouts|transport_bad_transaction_ids|transport_bind|transport_connect|event_jukebox_delay)_total$  error_counter up
 ^node_netstat_\w+_(InErrors|InErrs|RcvbufErrors|SndbufErrors)$           error_counter  up
-^node_netstat_TcpExt_(ListenDrops|ListenOverflows|SyncookiesFailed|TCPRcvQDrop)$  error_counter up
+^node_netstat_TcpExt_(ListenDrops|ListenOverflows|TCPRcvQDrop)$         discard        up
+^node_netstat_TcpExt_SyncookiesFailed$                                   error_counter  up
 ^node_fibrechannel_(dumped_frames|error_frames|fcp_packet_aborts|invalid_crc|invalid_tx_words|link_failure|loss_of_signal|loss_of_sync|nos)_total$  error_counter up
-^node_softnet_dropped_total$                                              error_counter  up
-^node_qdisc_drops_total$                                                  error_counter  up
-^node_nf_conntrack_stat_(drop|early_drop|insert_failed)$                  error_counter  up
+^node_softnet_dropped_total$                                              discard        up
+^node_qdisc_drops_total$                                                  discard        up
+^node_nf_conntrack_stat_(drop|early_drop)$                                discard        up
+^node_nf_conntrack_stat_insert_failed$                                    error_counter  up
 ^node_lnstat_(drop|early_drop|insert_failed|table_fulls|unresolved_discards|res_failed)_total$  error_counter up
 ^node_xfrm_                                                               error_counter  up
 ^node_bcache_io_errors$                                                   error_counter  up

@@ -26,7 +26,6 @@ from peerwatch.service.store import StepChanges, StoredAlarm
 from peerwatch.service.workload import WorkloadGroup
 from peerwatch.simulate import Scenario, simulate
 from peerwatch.simulate.cluster import ClusterSpec
-from peerwatch.web import dashboard_router
 
 NODES, SPARES, GPUS, STEPS, STEP = 1000, 50, 8, 120, 30.0
 LIGHT = 50  # nodes before the spares that run another job
@@ -99,8 +98,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
     service.health = Health(scores=scores, groups=groups)
     service.buffer.add(_buffer_blocks(rng))
     service.evaluated_until = END
-    app = create_app(service, run=False)
-    app.include_router(dashboard_router(service))
+    app = create_app(service, run=False)  # the dashboard is part of the app
     with TestClient(app) as client:
         yield client, service
     service.store.close()
@@ -201,8 +199,7 @@ def test_data_is_escaped_and_unknown_ids_are_404(tmp_path: Path) -> None:
     ev = (Evidence("m", (("gpu", evil),), 1.0, 0.0, 9.0, evil),)
     alarm = Alarm("a1", END - 60, evil, "gpu/0", "unknown", "warning", 9.0, "swap", ev, END)
     service.store.commit(StepChanges([StoredAlarm(alarm, 1.0)], (evil,), END, END))
-    app = create_app(service, run=False)
-    app.include_router(dashboard_router(service))
+    app = create_app(service, run=False)  # the dashboard is part of the app
     with TestClient(app) as client:
         for url in ("/dashboard/", "/dashboard/alarms", "/dashboard/alarms/a1", "/dashboard/spares"):
             text = client.get(url).text

@@ -62,6 +62,15 @@ def test_a_move_shared_by_many_nodes_is_not_a_node_fault() -> None:
     assert decide([finding(n, c, 12, "node_network_transmit_bytes_total") for n in NODES for c in range(30, 38)]) == []
 
 
+def test_client_nfs_findings_are_the_servers_while_it_is_slow_and_for_a_while_after() -> None:
+    server = [finding("cluster", c, 9, "nfs_rtt", "cluster", "nfs_storage", "nfs//data") for c in range(10, 20)]
+    timeouts = "node_mountstats_nfs_operations_major_timeouts_total"
+    during = [finding("n03", c, 7, timeouts, "counter") for c in range(15, 35)]  # holds 15 steps after the server
+    assert [a.node for a in decide(server + during)] == ["cluster"]
+    later = [finding("n03", c, 7, timeouts, "counter") for c in range(45, 55)]  # its own, well after
+    assert sorted(a.node for a in decide(server + later)) == ["cluster", "n03"]
+
+
 def test_incident_resolves_after_quiet_and_a_new_one_can_open() -> None:
     early = [finding("n03", c, 9) for c in range(5, 12)]
     late = [finding("n03", c, 9) for c in range(40, 47)]

@@ -95,7 +95,10 @@ _register_subcommands()
 def analyze(
     inputs: Annotated[list[str], typer.Argument(help="Recorded files or folders, a TSDB URL, or exporter URLs.")],
     out: Annotated[Path, typer.Option("--out", help="Write one JSON line per alarm here (GUIDE 3.1).")],
-    step: Annotated[float, typer.Option(help="Step of the alignment grid, seconds.")] = 30.0,
+    step: Annotated[
+        float | None,
+        typer.Option(help="Step of the alignment grid, seconds (default: the data's scrape interval, at least 30)."),
+    ] = None,
     start: Annotated[float | None, typer.Option(help="Start of a TSDB read, epoch seconds.")] = None,
     end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds.")] = None,
 ) -> None:

@@ -6,6 +6,7 @@ recording gives the alarms a live run would have raised at each step.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -22,9 +23,11 @@ from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
-from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind
+from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.sources.inputs import read_inputs
+
+STEP_SAMPLE = 5000  # series blocks read ahead to judge the scrape interval
 
 
 class Detector(Protocol):
@@ -99,27 +102,35 @@ def analyze_frames(
 def load_frames(
     inputs: Sequence[str],
     *,
-    step: float = 30.0,
+    step: float | None = None,
     start: float | None = None,
     end: float | None = None,
     now: float | None = None,
     problems: ProblemLog | None = None,
     catalog: Catalog | None = None,
 ) -> dict[str, Frame]:
-    """Read INPUT arguments into frames with the catalogue's notion of counters and node identity."""
+    """Read INPUT arguments into frames with the catalogue's notion of counters and node identity.
+
+    Without ``step``, the grid follows the data's scrape interval (at least 30 s), judged from the
+    first series read: a cluster scraped every 60 s on a 30-s grid would miss every other step."""
     catalog = catalog or Catalog.default()
     problems = problems if problems is not None else ProblemLog()
+    blocks = read_inputs(inputs, problems, start=start, end=end)
+    if step is None:
+        head = list(itertools.islice(blocks, STEP_SAMPLE))
+        step = infer_step(head)
+        blocks = itertools.chain(head, blocks)
     builder = FrameBuilder(
         step, problems=problems, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=now
     )
-    builder.add_all(read_inputs(inputs, problems, start=start, end=end))
+    builder.add_all(blocks)
     return builder.build()
 
 
 def analyze(
     inputs: Sequence[str],
     *,
-    step: float = 30.0,
+    step: float | None = None,
     start: float | None = None,
     end: float | None = None,
     now: float | None = None,

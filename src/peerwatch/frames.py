@@ -280,6 +280,27 @@ class FrameBuilder:
         return frames
 
 
+MIN_STEP = 30.0  # the detectors' step counts (continuity, warm-up) are set for steps of 30 s or more
+
+
+def infer_step(blocks: Iterable[SeriesBlock], least: float = MIN_STEP) -> float:
+    """The grid step for these samples: the scrape interval most series keep (the upper quartile of
+    each series' median interval, so that a slower exporter is not half missing), at least ``least``,
+    rounded to whole seconds. ``least`` when no series has two samples."""
+    times: dict[SeriesKey, list[FloatArray]] = {}
+    for block in blocks:
+        times.setdefault(block.key, []).append(block.timestamps)
+    intervals = []
+    for parts in times.values():
+        d = np.diff(np.sort(np.concatenate(parts)))
+        d = d[d > 0]
+        if d.size:
+            intervals.append(float(np.median(d)))
+    if not intervals:
+        return least
+    return max(least, float(np.ceil(np.percentile(intervals, 75, method="nearest") - 0.5)))
+
+
 def _latest_in_runs(cell: npt.NDArray[np.int64], ts: FloatArray) -> npt.NDArray[np.int64]:
     """Index of the sample with the largest timestamp in each run of equal cells (the last such)."""
     starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])

@@ -11,6 +11,7 @@ class Category(StrEnum):
     """How a family is analysed."""
 
     error_counter = "error_counter"  # any increase is a fault signal
+    discard = "discard"  # packets dropped for want of room or a listener: a fault signal only in bursts
     state = "state"  # a particular value is the signal (XID, link state, PCIe gen)
     utilization = "utilization"
     throughput = "throughput"  # bytes, packets, operations per second

@@ -143,6 +143,9 @@ def prepare(frames: Mapping[str, Frame], catalog: Catalog) -> tuple[list[Series]
             variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
             if family.unit is Unit.network_device:
                 kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")
+                if kind == "loopback":  # no hardware behind it: its drops say nothing about the node
+                    keys.append(-1)
+                    continue
                 variant = (*variant, ("iftype", kind))
             keys.append(peer_keys.setdefault(variant, len(peer_keys)))
         out.append(

@@ -80,6 +80,20 @@ def workload_groups(
     return groups
 
 
+def settled(groups: IntArray, steps: int) -> IntArray:
+    """``groups`` with UNKNOWN for the first ``steps`` steps after a node changed group.
+
+    A node that just changed what it does (a spare joining the job and still loading, a light job
+    ending, a node swept into another group by a restart) is not yet comparable to its new peers.
+    """
+    n, t = groups.shape
+    change = np.zeros((n, t), dtype=np.bool_)
+    change[:, 1:] = groups[:, 1:] != groups[:, :-1]
+    last = np.maximum.accumulate(np.where(change, np.arange(t), -steps), axis=1)
+    out: IntArray = np.where(np.arange(t) - last < steps, UNKNOWN, groups)
+    return out
+
+
 def groups_of(series: Sequence[Series], n_nodes: int, steps: int) -> IntArray:
     """Workload groups from whichever GPU activity family the data has."""
     by_name = {s.frame.name: s for s in series}

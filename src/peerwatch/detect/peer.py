@@ -16,7 +16,8 @@ import numpy as np
 from peerwatch.catalog.schema import Category, Direction, Unit
 from peerwatch.detect.context import Context, IntArray, Series, per_node
 from peerwatch.detect.findings import emit
-from peerwatch.model import Finding, FloatArray
+from peerwatch.detect.groups import IDLE, settled
+from peerwatch.model import BoolArray, Finding, FloatArray
 
 PER_NODE = frozenset({Unit.cpu_core})  # compared as the node's mean over them
 COMPARED = frozenset(
@@ -54,12 +55,17 @@ REL_FLOOR = {
 @dataclass(frozen=True)
 class PeerSettings:
     min_peers: int = 4  # fewer series present at a step: no comparison
+    min_nodes: int = 4  # a workload group of fewer nodes is not compared (8 GPUs of one node are not peers)
     rel_floor: float = 0.05  # for categories REL_FLOOR does not list
     offset_window: int = 120  # steps of own history that define an entity's usual offset
+    offset_min: int = 10  # compared steps in that window before the offset is known (and the series judged)
     offset_delay: int = 20  # recent steps left out of it, so a new fault is not learnt as normal
-    clip: float = 3.0  # deviations beyond this do not shift the learnt offset
+    clip: float = 3.0  # deviations beyond this (x scale) from the offset so far do not shift it
+    offset_blocks: int = 8  # the window's blocks (15 steps each), the units the offset is robust over
+    offset_rounds: int = 4  # refinements of the learnt offset (each can move it by clip x scale)
     report: float = 4.0  # scores below are not findings
     warmup: int = 30  # first steps of a run, before usual offsets are known: no findings
+    settle: int = 10  # steps after a node changes workload group before it is compared again
     sustain: int = 3  # a deviation counts at the median of the last this many steps
 
 
@@ -120,23 +126,41 @@ def _running_median_floor(mad: FloatArray) -> FloatArray:
     return np.where(count > 0, np.cumsum(m) / np.maximum(count, 1), 0.0)
 
 
-def learnt_offset(dev: FloatArray, limit: FloatArray, settings: PeerSettings) -> FloatArray:
-    """Each series' usual deviation from its peers: a causal, delayed mean of its past deviations,
-    each clipped to ``limit``, so that a new fault is neither learnt as normal nor drags the mean."""
-    clipped = np.clip(np.nan_to_num(dev, nan=0.0), -limit, limit)
-    clipped = np.nan_to_num(clipped, nan=0.0)
-    seen = (~np.isnan(dev)).astype(np.float64)
-    csum = np.cumsum(clipped, axis=1)
-    ccnt = np.cumsum(seen, axis=1)
-    steps = dev.shape[1]
-    hi = np.arange(steps) - settings.offset_delay  # window ends delay steps ago
-    lo = hi - settings.offset_window
-    valid = hi >= 0
-    hi_c, lo_c = np.clip(hi, 0, steps - 1), np.clip(lo, 0, steps - 1)
-    total = np.where(valid, csum[:, hi_c] - np.where(lo >= 0, csum[:, lo_c], 0.0), 0.0)
-    count = np.where(valid, ccnt[:, hi_c] - np.where(lo >= 0, ccnt[:, lo_c], 0.0), 0.0)
-    offset: FloatArray = np.where(count >= 10, total / np.maximum(count, 1), 0.0)
-    return offset
+def _window_sums(x: FloatArray, lo: IntArray, hi: IntArray) -> FloatArray:
+    """Per row, the sum of ``x`` over columns ``[lo[t], hi[t])`` for each t (clipped to the data)."""
+    steps = x.shape[1]
+    csum = np.zeros((x.shape[0], steps + 1))
+    np.cumsum(x, axis=1, out=csum[:, 1:])
+    out: FloatArray = csum[:, np.clip(hi, 0, steps)] - csum[:, np.clip(lo, 0, steps)]
+    return out
+
+
+def learnt_offset(dev: FloatArray, limit: FloatArray, settings: PeerSettings) -> tuple[FloatArray, BoolArray]:
+    """Each series' usual deviation from its peers, from its past deviations: causal and delayed.
+
+    The window (``offset_window`` steps ending ``offset_delay`` steps ago) is cut into blocks; the
+    offset is the mean of the block means, each clipped to ``limit`` around the estimate so far,
+    refined in ``offset_rounds`` passes (a Huber-like mean). An offset that has been there all along
+    (a GPU that always runs 10 C hotter) is learnt in full; a new fault moves it at most by
+    ``limit`` times the share of the window it has lasted per pass, so it is neither learnt as
+    normal nor drags the mean. Also returns where the offset is known (enough compared steps).
+    """
+    seen = ~np.isnan(dev)
+    x, n = np.where(seen, dev, 0.0), seen.astype(np.float64)
+    size = settings.offset_window // settings.offset_blocks
+    end = np.arange(dev.shape[1]) - settings.offset_delay + 1  # the window is [end - window, end)
+    first = end - settings.offset_window
+    edges = [(first + b * size, first + (b + 1) * size) for b in range(settings.offset_blocks)]
+    sums = np.stack([_window_sums(x, lo, hi) for lo, hi in edges])
+    counts = np.stack([_window_sums(n, lo, hi) for lo, hi in edges])
+    means = sums / np.maximum(counts, 1.0)  # (blocks, series, steps); weight 0 where a block is empty
+    count = counts.sum(axis=0)
+    known = count >= settings.offset_min
+    offset: FloatArray = np.zeros(dev.shape)
+    for _ in range(settings.offset_rounds):
+        clipped = np.clip(means, offset - limit, offset + limit)
+        offset = np.where(known, (clipped * counts).sum(axis=0) / np.maximum(count, 1.0), 0.0)
+    return offset, known
 
 
 def directional(z: FloatArray, bad: Direction) -> FloatArray:
@@ -172,23 +196,34 @@ class PeerDetector:
         self.settings = settings or PeerSettings()
 
     def detect(self, ctx: Context) -> list[Finding]:
+        # Idle nodes do no common work: what little they do (a login, a cron job, a light job below
+        # the idle line) differs from node to node and says nothing about their health. Their
+        # hardware is still watched by the counter, state and presence detectors.
+        node_groups = settled(ctx.groups, self.settings.settle)
+        node_groups = np.where(node_groups == IDLE, -1, node_groups)
+        for g in np.unique(node_groups[node_groups >= 0]):
+            members = node_groups == g
+            node_groups[members & (members.sum(axis=0) < self.settings.min_nodes)] = -1
         out: list[Finding] = []
         for s in ctx.series:
             if s.family.category not in COMPARED or s.family.bad is Direction.none:
                 continue
-            out.extend(self._series(ctx, s))
+            out.extend(self._series(ctx, s, node_groups))
         return out
 
-    def _series(self, ctx: Context, s: Series) -> list[Finding]:
+    def _series(self, ctx: Context, s: Series, node_groups: IntArray) -> list[Finding]:
         if s.family.unit in PER_NODE:
             s = per_node(s)
-        groups = np.where(s.node_index[:, None] >= 0, ctx.groups[np.maximum(s.node_index, 0)], -1)
+        groups = np.where(s.node_index[:, None] >= 0, node_groups[np.maximum(s.node_index, 0)], -1)
         rel = REL_FLOOR.get(s.family.category)
         _, med, scale = peer_z(s.values, s.peer_key, groups, self.settings, rel)
         # Take each series' learnt offset out of its values, then compare again: a GPU that always
         # runs 5 C hotter neither stands out nor widens its peers' spread.
-        offset = learnt_offset(s.values - med, self.settings.clip * np.nan_to_num(scale, nan=0.0), self.settings)
+        offset, known = learnt_offset(s.values - med, self.settings.clip * np.nan_to_num(scale, nan=0.0), self.settings)
         z, med, _ = peer_z(s.values - offset, s.peer_key, groups, self.settings, rel)
         score = sustained(directional(z, s.family.bad), self.settings.sustain)
         score[:, : self.settings.warmup] = 0.0
+        # A series new to its peers (a spare that joined the job) may run hotter or slower all along:
+        # it is judged once its own usual offset is known.
+        score[~known] = 0.0
         return emit(ctx, s, score, med, z, self.settings.report, self.name, "vs peers")

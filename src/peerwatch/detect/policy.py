@@ -44,6 +44,7 @@ class PolicySettings:
     evidence: int = 8
     diagnose_within: int = 20  # steps after opening whose findings decide the diagnosis
     new_failure_after: int = 20  # steps: a sure finding of a new kind on an older incident is a new alarm
+    storage_after: int = 20  # steps after the NFS server was last seen slow that clients' NFS findings are its
 
 
 @dataclass
@@ -98,14 +99,18 @@ class Policy:
         history: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=st.n))
         open_: dict[str, _Incident] = {}
         done: list[_Incident] = []
+        storage_seen = -(10**9)
         for col in range(ctx.steps):
             ts = float(ctx.start + col * ctx.step)
             step_findings = by_step.get(col, [])
             groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(ctx.groups[:, col])}
             sizes = {int(g): int(c) for g, c in zip(*np.unique(ctx.groups[:, col], return_counts=True), strict=True)}
             shared = shared_signals(step_findings, groups_at, sizes, st)
-            # While every client sees the NFS server slow, a client's own NFS trouble is that, not its own.
-            storage_down = any(f.node == "cluster" and f.hint == "nfs_storage" for f in step_findings)
+            # While every client sees the NFS server slow, a client's own NFS trouble is that, not its
+            # own; and for a while after, since client counters (timeouts) score over their window.
+            if any(f.node == "cluster" and f.hint == "nfs_storage" for f in step_findings):
+                storage_seen = col
+            storage_down = col - storage_seen <= st.storage_after
             per_node: dict[str, list[Finding]] = defaultdict(list)
             for f in step_findings:
                 if (groups_at.get(f.node, -1), f.signal) in shared:

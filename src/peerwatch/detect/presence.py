@@ -16,10 +16,14 @@ from peerwatch.catalog.schema import Unit
 from peerwatch.detect.context import Context, IntArray
 from peerwatch.model import BoolArray, Evidence, Finding
 
+REFERENCE_STEP = 30.0  # the step the per-step scores are written for
+
 
 @dataclass(frozen=True)
 class PresenceSettings:
-    """Scores per consecutive silent step: a missed scrape or two is normal, minutes of silence are not."""
+    """Scores per consecutive silent 30 s (scaled to the grid's step): a missed scrape or two is
+    normal, minutes of silence are not. A minute of silence is what makes a sure finding whatever
+    the scrape interval, so a cluster scraped every 60 s is alarmed after one silent step."""
 
     memory: int = 120  # steps for which something seen is expected to go on reporting
     exporter_per_step: float = 1.5  # 4 silent steps (2 min) reach 6
@@ -116,7 +120,7 @@ class PresenceDetector:
             "gpu_fallen_off_bus": self.settings.gpu_per_step,
             "monitoring_blind": self.settings.node_per_step,
         }[hint]
-        score = per_step * run
+        score = per_step * run * ctx.step / REFERENCE_STEP
         return Finding(
             ts=float(ctx.timestamps[col]),
             node=ctx.nodes[node] if node >= 0 else "peerwatch",

@@ -37,7 +37,7 @@ class AnalyzeFn(Protocol):
         self,
         inputs: Sequence[str],
         *,
-        step: float = 30.0,
+        step: float | None = None,
         now: float | None = None,
         problems: ProblemLog | None = None,
     ) -> Sequence[AlarmLike]: ...
@@ -180,7 +180,7 @@ def evaluate_dirs(
         else:
             assert analyze is not None
             problems = ProblemLog()
-            got = analyze([str(p) for p in sc.metrics], step=sc.labels.step, problems=problems)
+            got = analyze([str(p) for p in sc.metrics], problems=problems)  # the grid as `analyze` picks it
             problems_total += len(problems)
         scores.append(score(got, sc.labels))
         seconds.append(time.perf_counter() - t0)

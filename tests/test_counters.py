@@ -1,0 +1,63 @@
+"""Error counters and drop counters: what counts as new, and how much."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from framekit import make_frame
+from peerwatch.catalog.load import Catalog
+from peerwatch.detect.counters import CounterDetector, CounterSettings, counter_scores
+from peerwatch.engine import context_of
+from peerwatch.frames import Frame
+
+START, STEP, STEPS, NODES = 1_764_460_800.0, 30.0, 200, 12
+
+
+def counter_frame(name: str, labels: dict[str, str], ticks: dict[int, list[int]]) -> Frame:
+    """A counter per node (rates already, as frames hold them): ``ticks[node]`` = steps with one increment."""
+    rows = [{"instance": f"gpu{n:02d}:9100", **labels} for n in range(NODES)]
+    values = np.zeros((NODES, STEPS))
+    for node, steps in ticks.items():
+        values[node, steps] = 1.0 / STEP
+    return make_frame(name, rows, values, START, STEP, "rate")
+
+
+def best(frame: Frame, node: str) -> float:
+    ctx = context_of({frame.name: frame}, Catalog.default())
+    return max((f.score for f in CounterDetector().detect(ctx) if f.node == node), default=0.0)
+
+
+def test_three_symbol_errors_in_a_burst_open_but_three_dropped_packets_do_not() -> None:
+    burst = {3: [120, 124, 128]}  # the first one makes a base rate of one expected per window
+    ib = counter_frame("node_infiniband_symbol_error_total", {"device": "mlx5_0", "port": "1"}, burst)
+    assert best(ib, "gpu03") >= 6  # the policy's counter_open
+    drops = counter_frame("node_network_receive_drop_total", {"device": "direct0"}, burst)
+    assert 2.5 <= best(drops, "gpu03") < 6
+    many = counter_frame("node_network_receive_drop_total", {"device": "direct0"}, {3: list(range(120, 136, 2))})
+    assert best(many, "gpu03") >= 6  # a sustained burst of drops still counts
+
+
+def test_an_entity_that_always_ticked_is_judged_against_its_own_habit() -> None:
+    habit = list(range(5, STEPS, 9))  # a tick every 9 steps, for hours: two in every window
+    frame = counter_frame("node_infiniband_symbol_error_total", {"device": "mlx5_0", "port": "1"}, {4: habit})
+    late = [
+        f
+        for f in CounterDetector().detect(context_of({frame.name: frame}, Catalog.default()))
+        if f.ts > START + 60 * STEP
+    ]
+    assert max((f.score for f in late), default=0.0) < 6
+    faster = habit + list(range(150, 170, 2))  # its rate changes: news
+    frame = counter_frame("node_infiniband_symbol_error_total", {"device": "mlx5_0", "port": "1"}, {4: faster})
+    assert best(frame, "gpu04") >= 6
+
+
+def test_nothing_is_scored_before_a_base_rate_is_known() -> None:
+    up = np.zeros((4, 40))
+    up[0, [3, 5, 7]] = 1.0
+    score = counter_scores(up, np.zeros(4, dtype=np.int64), CounterSettings())
+    assert (score[:, :20] == 0).all()
+
+
+def test_the_loopback_is_not_watched() -> None:
+    frame = counter_frame("node_network_receive_errs_total", {"device": "lo"}, {2: list(range(100, 130))})
+    assert best(frame, "gpu02") == 0.0
