@@ -126,40 +126,46 @@ def _running_median_floor(mad: FloatArray) -> FloatArray:
     return np.where(count > 0, np.cumsum(m) / np.maximum(count, 1), 0.0)
 
 
-def _window_sums(x: FloatArray, lo: IntArray, hi: IntArray) -> FloatArray:
-    """Per row, the sum of ``x`` over columns ``[lo[t], hi[t])`` for each t (clipped to the data)."""
+def _block_sums(x: FloatArray, first: IntArray, size: int, blocks: int) -> FloatArray:
+    """(blocks, rows, steps): per row, the sum of ``x`` over ``[first[t] + b*size, first[t] + (b+1)*size)``."""
     steps = x.shape[1]
     csum = np.zeros((x.shape[0], steps + 1))
     np.cumsum(x, axis=1, out=csum[:, 1:])
-    out: FloatArray = csum[:, np.clip(hi, 0, steps)] - csum[:, np.clip(lo, 0, steps)]
+    edges = np.stack([csum[:, np.clip(first + b * size, 0, steps)] for b in range(blocks + 1)])
+    out: FloatArray = np.diff(edges, axis=0)
     return out
 
 
 def learnt_offset(dev: FloatArray, limit: FloatArray, settings: PeerSettings) -> tuple[FloatArray, BoolArray]:
     """Each series' usual deviation from its peers, from its past deviations: causal and delayed.
 
-    The window (``offset_window`` steps ending ``offset_delay`` steps ago) is cut into blocks; the
-    offset is the mean of the block means, each clipped to ``limit`` around the estimate so far,
-    refined in ``offset_rounds`` passes (a Huber-like mean). An offset that has been there all along
-    (a GPU that always runs 10 C hotter) is learnt in full; a new fault moves it at most by
-    ``limit`` times the share of the window it has lasted per pass, so it is neither learnt as
-    normal nor drags the mean. Also returns where the offset is known (enough compared steps).
+    Over the window (``offset_window`` steps ending ``offset_delay`` steps ago), the mean of the
+    deviations each clipped to ``limit``: a new fault neither is learnt as normal nor drags the
+    mean. Where that reaches half the clip (an offset larger than one clip can learn, or a fault),
+    the window is cut into blocks and the estimate refined in ``offset_rounds`` passes, each block
+    mean clipped to ``limit`` around the estimate so far (a Huber-like mean): an offset that has
+    been there all along (a GPU that always runs 10 C hotter) is learnt in full, while a new fault
+    moves it only by the share of the window it has lasted. Also returns where the offset is known
+    (enough compared steps in the window).
     """
     seen = ~np.isnan(dev)
-    x, n = np.where(seen, dev, 0.0), seen.astype(np.float64)
-    size = settings.offset_window // settings.offset_blocks
-    end = np.arange(dev.shape[1]) - settings.offset_delay + 1  # the window is [end - window, end)
-    first = end - settings.offset_window
-    edges = [(first + b * size, first + (b + 1) * size) for b in range(settings.offset_blocks)]
-    sums = np.stack([_window_sums(x, lo, hi) for lo, hi in edges])
-    counts = np.stack([_window_sums(n, lo, hi) for lo, hi in edges])
-    means = sums / np.maximum(counts, 1.0)  # (blocks, series, steps); weight 0 where a block is empty
-    count = counts.sum(axis=0)
+    n = seen.astype(np.float64)
+    first = np.arange(dev.shape[1]) - settings.offset_delay + 1 - settings.offset_window  # window start
+    count = _block_sums(n, first, settings.offset_window, 1)[0]
     known = count >= settings.offset_min
-    offset: FloatArray = np.zeros(dev.shape)
-    for _ in range(settings.offset_rounds):
-        clipped = np.clip(means, offset - limit, offset + limit)
-        offset = np.where(known, (clipped * counts).sum(axis=0) / np.maximum(count, 1.0), 0.0)
+    clipped = np.where(seen, np.clip(np.nan_to_num(dev, nan=0.0), -limit, limit), 0.0)
+    total = _block_sums(clipped, first, settings.offset_window, 1)[0]
+    offset: FloatArray = np.where(known, total / np.maximum(count, 1.0), 0.0)
+    rows = np.flatnonzero((np.abs(offset) >= 0.5 * limit).any(axis=1))
+    if rows.size:
+        size = settings.offset_window // settings.offset_blocks
+        sums = _block_sums(np.where(seen[rows], dev[rows], 0.0), first, size, settings.offset_blocks)
+        counts = _block_sums(n[rows], first, size, settings.offset_blocks)
+        means = sums / np.maximum(counts, 1.0)  # (blocks, rows, steps); weight 0 where a block is empty
+        off, lim = offset[rows], limit[rows]
+        for _ in range(settings.offset_rounds):
+            off = (np.clip(means, off - lim, off + lim) * counts).sum(axis=0) / np.maximum(count[rows], 1.0)
+        offset[rows] = np.where(known[rows], off, 0.0)
     return offset, known
 
 
