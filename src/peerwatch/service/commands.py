@@ -111,6 +111,7 @@ def demo_command(
             run_http(service, "127.0.0.1", port)
         finally:
             stop.set()
+            narrator.join(5.0)  # its last pass tells what happened since its previous one
             demo.stop_exporters()
             service.store.close()
         typer.echo("peerwatch demo stopped")

@@ -118,11 +118,13 @@ def start_demo(settings: DemoSettings, state: Path) -> Demo:
 
 
 def narrate(service: Service, echo: Callable[[str], None], stop: threading.Event, threshold: float = 6.0) -> None:
-    """Print signals as they first cross ``threshold`` and alarms as they open and resolve, until ``stop``."""
+    """Print signals as they first cross ``threshold`` and alarms as they open and resolve, every
+    second until ``stop``, and once more then (nothing already stored goes untold)."""
     seen_signals: set[tuple[str, str]] = set()
     states: dict[str, tuple[bool, str, str, str]] = {}
     start = service.clock.start
-    while not stop.wait(1.0):
+    while True:
+        stopping = stop.wait(1.0)
         strong = [(k, v) for k, v in sorted(service.health.scores.items()) if v >= threshold]
         spread = Counter(metric for (_, _, metric), _ in strong)
         for (node, component, metric), score in strong:
@@ -143,6 +145,8 @@ def narrate(service: Service, echo: Callable[[str], None], stop: threading.Event
                 f"[{_minute(when, start)}] {verb}{a.node} {a.component}: {a.diagnosis} ({a.severity}, {a.action}) "
                 f"id {a.id}"
             )
+        if stopping:
+            return
 
 
 def _minute(ts: float, start: float) -> str:
