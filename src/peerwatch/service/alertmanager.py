@@ -20,6 +20,7 @@ import orjson
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import AlertmanagerConfig
 from peerwatch.service.metrics import SinkStats
+from peerwatch.service.posting import post_checked
 from peerwatch.service.store import Store, StoredAlarm
 
 ALERTNAME = "PeerwatchAlarm"
@@ -101,11 +102,7 @@ class AlertmanagerSink:
         if not alerts:
             return SyncResult(0)
         try:
-            resp = self._http.post(self.url, content=orjson.dumps(alerts), headers={"Content-Type": "application/json"})
-            if resp.status_code != 200:
-                raise httpx.HTTPStatusError(
-                    f"HTTP {resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
-                )
+            post_checked(self._http, self.url, orjson.dumps(alerts), (200,), {"Content-Type": "application/json"})
         except httpx.HTTPError as exc:
             self.stats = self.stats.after(False, time.time())
             self.last_error = f"{self.url}: {type(exc).__name__}: {exc}"

@@ -18,6 +18,7 @@ import httpx
 from peerwatch.service.alertmanager import SyncResult
 from peerwatch.service.config import WritebackConfig
 from peerwatch.service.metrics import Health, SinkStats, render
+from peerwatch.service.posting import post_checked
 from peerwatch.service.store import StoredAlarm
 
 FAMILIES = ("peerwatch_anomaly_score", "peerwatch_node_risk")  # taken as /metrics renders them
@@ -71,11 +72,7 @@ class WriteBack:
         if not lines:
             return SyncResult(0)
         try:
-            resp = self._http.post(self.url, content=("\n".join(lines) + "\n").encode())
-            if resp.status_code not in (200, 204):
-                raise httpx.HTTPStatusError(
-                    f"HTTP {resp.status_code}: {resp.text[:300]}", request=resp.request, response=resp
-                )
+            post_checked(self._http, self.url, ("\n".join(lines) + "\n").encode(), (200, 204))
         except httpx.HTTPError as exc:
             self.stats = self.stats.after(False, time.time())
             self.last_error = f"{self.url}: {type(exc).__name__}: {exc}"
