@@ -54,7 +54,7 @@ def test_an_entity_that_always_ticked_is_judged_against_its_own_habit() -> None:
 def test_nothing_is_scored_before_a_base_rate_is_known() -> None:
     up = np.zeros((4, 40))
     up[0, [3, 5, 7]] = 1.0
-    score = counter_scores(up, np.zeros(4, dtype=np.int64), CounterSettings())
+    score, _ = counter_scores(up, np.zeros(4, dtype=np.int64), CounterSettings())
     assert (score[:, :20] == 0).all()
 
 

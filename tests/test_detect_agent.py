@@ -10,11 +10,20 @@ import pytest
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect import policy as policy_module
-from peerwatch.detect.agent import AgentCheckDetector, alarm_component, diagnosis_of, parse_check_rules
+from peerwatch.detect.agent import (
+    INFO,
+    STATUS,
+    XID_LAST,
+    AgentCheckDetector,
+    alarm_component,
+    diagnosis_of,
+    parse_check_rules,
+)
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import context_of, detect
 from peerwatch.frames import Frame
 from peerwatch.model import DIAGNOSES, Finding
+from streamkit import assert_chunk_invariant, findings_after_rows_join
 
 START, STEP, STEPS, NODES, ONSET = 1_764_460_800.0, 30.0, 60, 8, 30
 FAULT = "gpu03"
@@ -184,3 +193,52 @@ def test_end_to_end_a_critical_check_opens_an_alarm_at_once() -> None:
     ]
     delay = (alarms[0].ts - START) / STEP - ONSET
     assert delay == 0
+
+
+def story() -> dict[str, Frame]:
+    """Verdicts that flap, a hint text replaced at step 35, Xids reported long before their verdict;
+    gpu08's rows, a hint row and an xid_last row come last in their frames (for appending)."""
+    lost, bare = (FAULT, "nvidia_smi", BUS[2]), ("gpu05", "xid", BUS[3])
+    flaky, late = ("gpu01", "infiniband_port", "mlx5_0:1"), ("gpu08", "cpu_frequency_cap", "node")
+    flapping = step_status(0, 1)
+    flapping[ONSET + 3 :: 4] = np.nan
+    flapping[ONSET + 5 :: 7] = 2
+    frames = agent_frames(
+        {lost: step_status(0, 2), bare: step_status(0, 2), flaky: flapping, late: step_status(1, 2)},
+        {bare: "the GPU reported an error", flaky: "port DOWN / Polling: check cable"},
+    )
+    info = frames[INFO]
+    rows = [k.label_dict() for k in info.keys]
+    where = next(
+        i for i, r in enumerate(rows) if (r["instance"], r["check"], r["component"]) == (f"{FAULT}:9835", *lost[1:])
+    )
+    values = np.vstack([info.values, np.full(STEPS, np.nan)])
+    values[where, 35:] = np.nan  # the hint text changes: the old one is no longer exported
+    values[-1, 35::2] = 1.0  # ...and the new one only every other scrape
+    frames[INFO] = frame(INFO, [*rows, dict(rows[where], hint=LOST)], values)
+    xid_rows = [{"instance": "gpu05:9835", "gpu": "3", "pci_bus_id": BUS[3]}]
+    xid_rows.append(dict(xid_rows[0], source="dmesg"))
+    last = np.full((2, STEPS), np.nan)
+    last[0, 10], last[0, 45], last[1, 50] = 48, 79, 13  # reported once each: held until the next
+    frames[XID_LAST] = frame(XID_LAST, xid_rows, last)
+    return frames
+
+
+def test_scanning_in_chunks_finds_what_one_scan_finds() -> None:
+    ctx = context_of(story(), Catalog.default())
+    detector = AgentCheckDetector()
+    assert {f.hint for f in detector.detect(ctx)} >= {"gpu_fallen_off_bus", "ecc_hbm", "ib_link"}
+    assert assert_chunk_invariant(detector, ctx, [17, 30, 31, 36, 46, STEPS - 1]) > 0
+    assert_chunk_invariant(detector, ctx, range(1, STEPS))  # the live service: one step at a time
+
+
+@pytest.mark.parametrize("cut", [1, 20])
+def test_rows_and_nodes_appearing_later_are_read_when_they_come(cut: int) -> None:
+    """The first chunk lacks gpu08 (its status and hint rows), the new hint row and an xid_last row."""
+    whole = story()
+    keep = {name: len(f.keys) - {STATUS: 1, INFO: 2, XID_LAST: 1}.get(name, 0) for name, f in whole.items()}
+    partial = {n: frame(n, [k.label_dict() for k in f.keys[: keep[n]]], f.values[: keep[n]]) for n, f in whole.items()}
+    first, ctx = context_of(partial, Catalog.default()), context_of(whole, Catalog.default())
+    assert first.nodes == ctx.nodes[:-1]
+    later, want = findings_after_rows_join(AgentCheckDetector(), first, ctx, cut)
+    assert later == want and any(f.node == "gpu08" for f in later)

@@ -12,6 +12,7 @@ from peerwatch.detect.training import TrainingSettings, TrainingShapeDetector, s
 from peerwatch.engine import context_of, detect
 from peerwatch.frames import Frame
 from peerwatch.model import Finding
+from streamkit import assert_chunk_invariant, findings_after_rows_join
 
 START, STEP, STEPS, ONSET = 1_764_460_800.0, 30.0, 480, 200  # 4 h at 30 s; a fault after 100 minutes
 NAME = "training_tokens_per_second"
@@ -124,3 +125,43 @@ def test_end_to_end_gdr_alarm_opens_on_cluster() -> None:
     assert [(a.node, a.component, a.diagnosis) for a in alarms] == [("cluster", "node", "gdr_misconfig")]
     assert 0 <= (alarms[0].ts - START) / STEP - ONSET <= 70
     assert "gdr_misconfig" in alarms[0].evidence[0].note
+
+
+def two_jobs(appear: int = 0) -> dict[str, Frame]:
+    """One frame: llama's 8 ranks (rank 5 a straggler from onset), then gpt's single series (falls to
+    30%), then llama's rank 7; the last two rows report only from step ``appear`` on."""
+    rng = np.random.default_rng(5)
+    llama = 1_500 * (1 + rng.normal(0, 0.02, (8, STEPS)))
+    llama[5, ONSET:] *= 0.9
+    gpt = healthy(1)
+    gpt[ONSET + 50 :] *= 0.3
+    rows = [{"instance": f"gpu{r:02d}:9000", "rank": str(r), "run": "llama"} for r in range(7)]
+    rows += [{"instance": "gpu07:9000", "run": "gpt"}, {"instance": "gpu08:9000", "rank": "7", "run": "llama"}]
+    values = np.vstack([llama[:7], gpt, llama[7:]])
+    values[-2:, :appear] = np.nan
+    return {NAME: frame(NAME, rows, values)}
+
+
+def test_scanning_in_chunks_finds_what_one_scan_finds() -> None:
+    ctx = context_of(two_jobs(), Catalog.default())
+    detector = TrainingShapeDetector()
+    assert {(f.node, f.hint) for f in detector.detect(ctx)} == {
+        ("gpu05", "performance_degradation"),
+        ("cluster", "gdr_misconfig"),
+    }
+    assert assert_chunk_invariant(detector, ctx, [9, 10, 11, 205, 253, 254, 300, STEPS - 1]) > 0
+    assert_chunk_invariant(detector, ctx, range(1, STEPS))  # the live service: one step at a time
+
+
+@pytest.mark.parametrize("cut", [1, 150])
+def test_a_job_and_a_rank_appearing_later_are_judged_from_then_on(cut: int) -> None:
+    """The first chunk lacks gpt and llama's rank 7 (on a node of its own); both report from ``cut`` on."""
+    whole = two_jobs(appear=cut)[NAME]
+    partial = frame(NAME, [k.label_dict() for k in whole.keys[:-2]], whole.values[:-2])
+    first, ctx = context_of({NAME: partial}, Catalog.default()), context_of({NAME: whole}, Catalog.default())
+    assert first.nodes == ctx.nodes[:-2]
+    later, want = findings_after_rows_join(TrainingShapeDetector(), first, ctx, cut)
+    assert later == want and {f.hint for f in want} == {
+        "performance_degradation",
+        "gdr_misconfig",
+    }

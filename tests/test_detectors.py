@@ -17,6 +17,7 @@ import pytest
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.cluster import ClusterDetector
+from peerwatch.detect.context import Context
 from peerwatch.detect.counters import CounterDetector
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.presence import PresenceDetector
@@ -24,6 +25,7 @@ from peerwatch.detect.states import StateDetector
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.engine import Detector, context_of
 from peerwatch.frames import Frame
+from streamkit import assert_chunk_invariant
 
 START, STEP, STEPS, NODES, ONSET = 1_764_460_800.0, 30.0, 80, 12, 50
 FAULT_NODE, FAULT_GPU = "gpu07", "3"
@@ -136,7 +138,7 @@ CASES: list[tuple[Callable[[], Detector], Callable[[np.random.Generator], tuple[
 ]
 
 
-def run(make: Callable[[], Detector], build: Callable[..., tuple[dict[str, Frame], str]], holes: float = 0.0):  # type: ignore[no-untyped-def]
+def case_context(build: Callable[..., tuple[dict[str, Frame], str]], holes: float = 0.0) -> tuple[Context, str]:
     rng = np.random.default_rng(3)
     frames, signal = build(rng)
     grid = next(iter(frames.values()))
@@ -145,7 +147,11 @@ def run(make: Callable[[], Detector], build: Callable[..., tuple[dict[str, Frame
         mask_rng = np.random.default_rng(9)
         for f in frames.values():
             f.values[mask_rng.random(f.values.shape) < holes] = np.nan
-    ctx = context_of(frames, Catalog.default())
+    return context_of(frames, Catalog.default()), signal
+
+
+def run(make: Callable[[], Detector], build: Callable[..., tuple[dict[str, Frame], str]], holes: float = 0.0):  # type: ignore[no-untyped-def]
+    ctx, signal = case_context(build, holes)
     return make().detect(ctx), signal
 
 
@@ -170,6 +176,14 @@ def test_deterministic_and_nan_proof(make, build, culprit) -> None:  # type: ign
     assert all(np.isfinite(f.score) for f in holed)
     if make is not PresenceDetector:  # a tenth missing at random is exactly what presence must not over-read
         assert any(f.node == culprit and f.signal == signal for f in holed)
+
+
+@pytest.mark.parametrize(("make", "build", "culprit"), CASES, ids=[c[0].__name__ for c in CASES])
+@pytest.mark.parametrize("holes", [0.0, 0.1])
+def test_scanning_in_chunks_finds_what_one_scan_finds(make, build, culprit, holes: float) -> None:  # type: ignore[no-untyped-def]
+    ctx, _ = case_context(build, holes)
+    assert assert_chunk_invariant(make(), ctx, [17, 50, 51, ctx.steps - 2]) > 0
+    assert_chunk_invariant(make(), ctx, range(1, ctx.steps))  # the live service: one step at a time
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 1.0])

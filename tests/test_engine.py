@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from peerwatch.cli import app
+from peerwatch.engine import Engine, analyze_frames, load_frames
 from peerwatch.evaluate import load_labels, score
+from peerwatch.frames import Frame
+from peerwatch.model import Alarm
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate, write_recording
 
 CONTRACT_KEYS = ["ts", "node", "component", "diagnosis", "severity", "score", "action", "evidence"]
@@ -68,3 +73,30 @@ def test_analyze_with_nothing_usable_exits_non_zero(tmp_path: Path) -> None:
     bad.write_text("{broken\n")
     result = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(tmp_path / "a.jsonl")])
     assert result.exit_code == 1 and "nothing usable" in result.output and "bad.jsonl:1" in result.output
+
+
+def test_streaming_the_run_step_by_step_raises_the_alarms_of_one_analysis(scenario: Path) -> None:
+    """The live service's way (one step at a time, every stage's state carried) against analyze's."""
+    frames = load_frames([str(scenario)])
+    whole = analyze_frames(frames)
+    assert whole
+    steps = next(iter(frames.values())).steps
+    engine = Engine()
+    latest: dict[str, Alarm] = {}
+    cuts = [0, 40, *range(41, 60), 100, steps]  # a warm-up chunk, then steps one by one, then chunks
+    for a, b in itertools.pairwise(cuts):
+        chunk = {n: replace(f, start=f.start + a * f.step, values=f.values[:, a:b]) for n, f in frames.items()}
+        scanned = engine.scan(chunk)
+        assert all(x.resolved_ts is None or x.resolved_ts >= chunk_start(chunk) for x in scanned.alarms)
+        latest.update((x.id, x) for x in scanned.alarms)
+    streamed = sorted(latest.values(), key=lambda x: (x.ts, x.node))
+    assert [(x.id, x.node, x.component, x.diagnosis, x.severity, x.resolved_ts) for x in streamed] == [
+        (x.id, x.node, x.component, x.diagnosis, x.severity, x.resolved_ts) for x in whole
+    ]
+    for x, y in zip(streamed, whole, strict=True):
+        assert x.score == pytest.approx(y.score, rel=1e-6)
+        assert [e.metric for e in x.evidence] == [e.metric for e in y.evidence]
+
+
+def chunk_start(frames: dict[str, Frame]) -> float:
+    return next(iter(frames.values())).start

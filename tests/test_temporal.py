@@ -17,10 +17,19 @@ from peerwatch.catalog.load import Catalog
 from peerwatch.detect.context import Context
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy
-from peerwatch.detect.temporal import TemporalDetector, rolling_mean, running_quantile
+from peerwatch.detect.stream import columns
+from peerwatch.detect.temporal import (
+    SLACK,
+    TemporalDetector,
+    TemporalState,
+    regroup,
+    rolling_mean,
+    running_quantile,
+)
 from peerwatch.engine import context_of, default_detectors, detect
 from peerwatch.frames import Frame
 from peerwatch.model import Finding
+from streamkit import assert_chunk_invariant
 
 START, STEP, NODES, STEPS, ONSET = 1_764_460_800.0, 30.0, 12, 480, 160
 CULPRIT, GPU = "gpu05", "3"
@@ -200,3 +209,92 @@ def test_running_statistics_match_numpy_on_every_prefix(q: float) -> None:
             if full is not None:
                 want[2 * np.sum(~np.isnan(full), axis=1) < 6] = np.nan
         np.testing.assert_allclose(got_m[:, t], want, equal_nan=True)
+
+
+def slow_ramp_with_gaps() -> Context:
+    """1.5 C an hour from step 60: only the three-hour window sees it (from step 359), through missed scrapes."""
+    t = temps(busy(), one_gpu(ramp(1.5, onset=60)))
+    t[np.random.default_rng(5).random(t.shape) < 0.05] = np.nan
+    t[8:16, 200:204] = np.nan  # an exporter restart
+    return context(t)
+
+
+def ramp_through_checkpoints() -> Context:
+    return context(checkpoints_and_restart() + one_gpu(ramp(6.0)))
+
+
+def headroom_falling() -> Context:
+    tlimit = 30.0 + np.random.default_rng(3).normal(0, 0.4, (len(ROWS), STEPS))
+    return context(np.rint(tlimit - one_gpu(ramp(4.0))), "DCGM_FI_DEV_GPU_TEMP_TLIMIT")
+
+
+CHUNKED: list[tuple[str, Callable[[], Context]]] = [
+    ("slow ramp, three-hour window, gaps", slow_ramp_with_gaps),
+    ("ramp through checkpoints and a restart", ramp_through_checkpoints),
+    ("falling headroom", headroom_falling),
+]
+
+
+@pytest.mark.parametrize(("label", "build"), CHUNKED, ids=[c[0] for c in CHUNKED])
+def test_scanning_in_chunks_finds_what_one_scan_finds(label: str, build: Callable[[], Context]) -> None:
+    ctx = build()
+    # Around the first full three-hour window, and chunks longer and shorter than the buffers' slack.
+    assert assert_chunk_invariant(TemporalDetector(), ctx, [1, 2, 40, 41, 41 + SLACK + 1, 300, 359, 360, 361]) > 0
+    assert assert_chunk_invariant(TemporalDetector(), ctx, range(1, ctx.steps)) > 0  # the live service
+
+
+def frames_of(temp: np.ndarray, rows: list[dict[str, str]], util_rows: list[dict[str, str]]) -> Context:
+    frames = {
+        "DCGM_FI_DEV_MEMORY_TEMP": make_frame("DCGM_FI_DEV_MEMORY_TEMP", rows, temp, START, STEP),
+        "DCGM_FI_DEV_GPU_UTIL": make_frame(
+            "DCGM_FI_DEV_GPU_UTIL", util_rows, np.full((len(util_rows), temp.shape[1]), 97.0), START, STEP
+        ),
+    }
+    return context_of(frames, Catalog.default())
+
+
+@pytest.mark.parametrize(("cut", "culprits"), [(150, {CULPRIT, "gpu12"}), (400, {CULPRIT})])
+def test_rows_and_nodes_that_join_later_are_judged_from_then(cut: int, culprits: set[str]) -> None:
+    """A node's GPUs start reporting temperatures late (their group lands among the others) and a new node
+    joins: scanned step by step they count from when they appear, as one scan with them silent before."""
+    new_node = [{**r, "Hostname": "gpu12", "instance": "gpu12:9400"} for r in ROWS[:8]]
+    late = [r for r in ROWS if r["Hostname"] == "gpu02"]
+    early = [r for r in ROWS if r["Hostname"] != "gpu02"]
+    rows = early + late + new_node
+    t = np.concatenate([temps(busy(), one_gpu(ramp(6.0))), temps(busy(), seed=1)[:8]])
+    t += np.repeat(np.arange(NODES + 1) * 7.0, 8)[:, None]  # racks apart: a node's past is its own
+    t[-5] += ramp(6.0, onset=cut + 10)  # a drift on the new node after it joined
+    t = t[[ROWS.index(r) for r in early + late] + list(range(len(ROWS), len(ROWS) + 8))]
+    t[len(early) :, :cut] = np.nan  # one scan: silent until they join
+    whole = frames_of(t, rows, ROWS + new_node)
+    first = frames_of(t[: len(early), :cut], early, ROWS)
+
+    detector = TemporalDetector()
+    found, state = detector.scan(first, None)
+    for k in range(cut, STEPS):
+        more, state = detector.scan(columns(whole, k, k + 1), state)
+        found.extend(more)
+    want = detector.detect(whole)
+
+    def key(f: Finding) -> tuple[float, str, str]:
+        return (f.ts, f.node, f.component)
+
+    assert {f.node for f in want} == culprits  # the new node's drift needs an hour after it joined
+    assert sorted(map(key, found)) == sorted(map(key, want))
+    np.testing.assert_allclose([f.score for f in sorted(found, key=key)], [f.score for f in sorted(want, key=key)])
+    assert max(look_backs(state)) <= 10 * 45 + SLACK  # the look-back, not the run
+
+
+def look_backs(state: TemporalState) -> list[int]:
+    """Steps held by each of the state's arrays."""
+    return [
+        n
+        for f in state.families.values()
+        for n in (f.med.shape[1], f.diff.shape[1], f.resid.sums.shape[0], f.ref.sums.shape[0], f.steady[-1].shape[1])
+    ]
+
+
+def test_a_groups_past_follows_it_when_groups_land_among_others() -> None:
+    past = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])  # groups named by their first rows 0, 8, 16
+    now = regroup(past, np.array([0, 8, 16]), np.array([0, 8, 12, 16, 24]), np.nan)
+    np.testing.assert_array_equal(now, [[1, 1], [2, 2], [np.nan, np.nan], [3, 3], [np.nan, np.nan]])

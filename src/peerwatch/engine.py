@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from peerwatch.catalog.classify import observed_kind
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
-from peerwatch.detect.context import Context, prepare
+from peerwatch.detect.context import Context, Series, prepare
 from peerwatch.detect.counters import CounterDetector
-from peerwatch.detect.groups import groups_of
+from peerwatch.detect.groups import GroupState, groups_of
 from peerwatch.detect.peer import PeerDetector
-from peerwatch.detect.policy import Policy
+from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
 from peerwatch.detect.temporal import TemporalDetector
@@ -31,9 +32,14 @@ STEP_SAMPLE = 5000  # series blocks read ahead to judge the scrape interval
 
 
 class Detector(Protocol):
+    """Scores one chunk of steps after the chunks its state has seen (detect/stream.py);
+    ``detect`` is ``scan`` of a whole run."""
+
     name: str
 
     def detect(self, ctx: Context) -> list[Finding]: ...
+
+    def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
 
 
 def default_detectors() -> list[Detector]:
@@ -69,17 +75,74 @@ def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray],
 
 def context_of(frames: Mapping[str, Frame], catalog: Catalog) -> Context:
     """Frames prepared for detection, with workload groups."""
-    series, nodes = prepare(frames, catalog)
+    return _context(frames, catalog, EngineState())
+
+
+def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) -> Context:
+    """The next chunk's context; ``state``'s nodes, groups and preparations move on to it."""
+    known = state.nodes if state.steps else None
+    series, nodes = prepare(frames, catalog, known, state.prepared)
     any_frame = next(iter(frames.values()))
     steps = any_frame.steps
+    groups, state.groups = groups_of(series, len(nodes), steps, state.groups)
+    state.nodes = nodes
     return Context(
-        series=tuple(series),
-        nodes=nodes,
-        start=any_frame.start,
-        step=any_frame.step,
-        steps=steps,
-        groups=groups_of(series, len(nodes), steps),
+        series=tuple(series), nodes=nodes, start=any_frame.start, step=any_frame.step, steps=steps, groups=groups
     )
+
+
+@dataclass
+class EngineState:
+    """A streamed run so far (detect/stream.py): its nodes in order, the groups' and each detector's
+    and the policy's state, and each frame's preparation."""
+
+    steps: int = 0
+    nodes: tuple[str, ...] = ()
+    groups: GroupState | None = None
+    detectors: dict[str, Any] = field(default_factory=dict)
+    policy: PolicyState | None = None
+    prepared: dict[str, Series] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One chunk judged: its context, its findings, and the alarms open at its end or resolved in it."""
+
+    ctx: Context
+    findings: tuple[Finding, ...]
+    alarms: tuple[Alarm, ...]
+
+
+class Engine:
+    """The whole engine, chunk after chunk with every stage's state carried: a run streamed step by
+    step gives the alarms of one ``analyze`` over it."""
+
+    def __init__(
+        self,
+        catalog: Catalog | None = None,
+        detectors: Sequence[Detector] | None = None,
+        policy: Policy | None = None,
+        ignore: Callable[[Finding], bool] | None = None,
+    ) -> None:
+        self.catalog = catalog or Catalog.default()
+        self.detectors = list(detectors or default_detectors())
+        self.policy = policy or Policy()
+        self.ignore = ignore  # findings the caller judges elsewhere
+        self.state = EngineState()
+
+    def scan(self, frames: Mapping[str, Frame]) -> Scan:
+        """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
+        st = self.state
+        ctx = _context(frames, self.catalog, st)
+        findings: list[Finding] = []
+        for d in self.detectors:
+            found, st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
+            findings.extend(found)
+        if self.ignore is not None:
+            findings = [f for f in findings if not self.ignore(f)]
+        alarms, st.policy = self.policy.scan(ctx, findings, st.policy)
+        st.steps += ctx.steps
+        return Scan(ctx, tuple(findings), tuple(alarms))
 
 
 def detect(ctx: Context, detectors: Sequence[Detector] | None = None) -> list[Finding]:

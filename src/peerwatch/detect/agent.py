@@ -13,15 +13,16 @@ import csv
 import io
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
 import numpy as np
 
 from peerwatch.detect.context import Context, IntArray, Series
+from peerwatch.detect.stream import grow
 from peerwatch.diagnose.xid import xid_meaning
-from peerwatch.model import DIAGNOSES, Evidence, Finding, FloatArray
+from peerwatch.model import DIAGNOSES, BoolArray, Evidence, Finding, FloatArray
 
 STATUS = "peerwatch_agent_check_status"
 INFO = "peerwatch_agent_check_info"
@@ -123,10 +124,63 @@ def alarm_component(component: str, node: str, gpus: Mapping[tuple[str, str], st
     return "node"
 
 
-def _held(v: FloatArray) -> FloatArray:
-    """Each row's last present value up to each step (NaN before the first)."""
+def _held(v: FloatArray, before: FloatArray) -> FloatArray:
+    """Each row's last present value up to each step (``before``: its value before the first step)."""
     idx = np.maximum.accumulate(np.where(~np.isnan(v), np.arange(v.shape[1]), -1), axis=1)
-    return np.where(idx >= 0, np.take_along_axis(v, np.maximum(idx, 0), axis=1), np.nan)
+    return np.where(idx >= 0, np.take_along_axis(v, np.maximum(idx, 0), axis=1), before[:, None])
+
+
+def _last_index(present: BoolArray) -> IntArray:
+    """Each row's last step where ``present`` holds (-1: none)."""
+    last: IntArray = np.where(present.any(axis=1), present.shape[1] - 1 - np.argmax(present[:, ::-1], axis=1), -1)
+    return last
+
+
+def _ints() -> IntArray:
+    return np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class RowIndex:
+    """Labels of the rows met so far, read once per row: each status row's check (as a code), the
+    check_info and xid_last rows by entity, and GPU indices by PCI address."""
+
+    rows: dict[str, int] = field(default_factory=dict)  # frame -> rows read
+    check_of: IntArray = field(default_factory=_ints)  # status row -> its check's code
+    code: dict[str, int] = field(default_factory=dict)  # check -> code
+    checks: list[str] = field(default_factory=list)  # code -> check
+    info: dict[tuple[str, ...], list[int]] = field(default_factory=dict)  # (node, check, component) -> rows
+    xids: dict[tuple[str, ...], list[int]] = field(default_factory=dict)  # (node, PCI address) -> rows
+    gpus: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, PCI address) -> GPU index
+
+    def update(self, by_name: Mapping[str, Series]) -> None:
+        for name in (STATUS, INFO, *GPU_INDEX_FAMILIES):
+            s = by_name.get(name)
+            if s is None:
+                continue
+            new = range(self.rows.get(name, 0), len(s.frame.keys))
+            self.rows[name] = len(s.frame.keys)
+            if name == STATUS:
+                codes = [self.code.setdefault(s.frame.keys[r].get("check") or "", len(self.code)) for r in new]
+                self.check_of = np.concatenate([self.check_of, np.array(codes, dtype=np.int64)])
+                self.checks = list(self.code)
+            elif name == INFO:
+                _by_entity(self.info, s, new, ("check", "component"))
+            if name == XID_LAST:
+                _by_entity(self.xids, s, new, ("pci_bus_id",), pci=True)
+            if name in GPU_INDEX_FAMILIES:
+                _gpu_index(self.gpus, s, new)
+
+
+@dataclass
+class AgentState:
+    """Steps scanned, each check_info row's last step seen (-1: never; one int per row), each
+    xid_last row's last value (one float per row), and the rows' labels (``RowIndex``)."""
+
+    step: int = 0
+    hint_seen: IntArray = field(default_factory=_ints)
+    xid_held: FloatArray = field(default_factory=lambda: np.zeros(0))
+    index: RowIndex = field(default_factory=RowIndex)
 
 
 class AgentCheckDetector:
@@ -138,28 +192,58 @@ class AgentCheckDetector:
         self.settings = settings or AgentSettings()
 
     def detect(self, ctx: Context) -> list[Finding]:
+        return self.scan(ctx, None)[0]
+
+    def scan(self, ctx: Context, state: AgentState | None) -> tuple[list[Finding], AgentState]:
+        st = state or AgentState()
         by_name = ctx.by_name()
+        st.index.update(by_name)
+        info, xid = by_name.get(INFO), by_name.get(XID_LAST)
+        # A verdict's hint is the latest one seen so far, an Xid the last one reported: carried over.
+        hint_seen = grow(st.hint_seen, len(info.frame.keys) if info else 0, -1)
+        xid_held = grow(st.xid_held, len(xid.frame.keys) if xid else 0, np.nan)
+        out = self._findings(ctx, by_name, st.index, st.step, hint_seen, xid_held)
+        if info is not None:
+            last = _last_index(~np.isnan(info.values))
+            hint_seen = np.where(last >= 0, st.step + last, hint_seen)
+        if xid is not None:
+            last = _last_index(~np.isnan(xid.values))
+            xid_held = np.where(last >= 0, xid.values[np.arange(last.size), last], xid_held)
+        st.step, st.hint_seen, st.xid_held = st.step + ctx.steps, hint_seen, xid_held
+        return out, st
+
+    def _findings(
+        self,
+        ctx: Context,
+        by_name: Mapping[str, Series],
+        index: RowIndex,
+        first: int,
+        hint_seen: IntArray,
+        xid_held: FloatArray,
+    ) -> list[Finding]:
+        """Findings of the chunk; ``first``: its first step in the run, ``hint_seen``, ``xid_held``: as before it."""
         s = by_name.get(STATUS)
         if s is None:
             return []
-        checks = np.array([k.get("check") or "" for k in s.frame.keys])
-        score = self._scores(ctx, s, checks)
+        score = self._scores(ctx, s, index.check_of)
         rows = np.flatnonzero((score > 0).any(axis=1) & (s.node_index >= 0))
         if rows.size == 0:
             return []
-        info = _by_entity(by_name.get(INFO), ("check", "component"))
-        xids = _by_entity(by_name.get(XID_LAST), ("pci_bus_id",), pci=True)
-        gpus = _gpu_index(ctx, by_name)
+        info = by_name.get(INFO)
         times = ctx.timestamps
         out = []
         for r in rows.tolist():
             node = ctx.nodes[int(s.node_index[r])]
             comp = s.frame.keys[r].get("component") or "node"
-            check = str(checks[r])
-            hint_at, texts = _hint_text(by_name.get(INFO), info.get((node, check, comp), []), ctx.steps)
-            xid_rows = xids.get((node, pci_address(comp) or comp), [])
-            last_xid = np.fmax.reduce(_held(by_name[XID_LAST].values[xid_rows]), axis=0) if xid_rows else None
-            component = alarm_component(comp, node, gpus)
+            check = index.checks[index.check_of[r]]
+            info_rows = index.info.get((node, check, comp), [])
+            hint_at, texts = _hint_text(info, info_rows, first, hint_seen[info_rows], ctx.steps)
+            xid_rows = index.xids.get((node, pci_address(comp) or comp), [])
+            last_xid = None
+            if xid_rows:
+                held = _held(by_name[XID_LAST].values[xid_rows], xid_held[xid_rows])
+                last_xid = np.fmax.reduce(held, axis=0)
+            component = alarm_component(comp, node, index.gpus)
             judged: dict[tuple[int, float | None], tuple[str, str]] = {}
             for c in np.flatnonzero(score[r] > 0).tolist():
                 text = texts[hint_at[c]] if hint_at[c] >= 0 else ""
@@ -184,7 +268,7 @@ class AgentCheckDetector:
                 )
         return out
 
-    def _scores(self, ctx: Context, s: Series, checks: np.ndarray) -> FloatArray:
+    def _scores(self, ctx: Context, s: Series, checks: IntArray) -> FloatArray:
         """Score per cell; UNHEALTHY verdicts most nodes share (a BIOS cap everywhere) score 0."""
         st, v = self.settings, s.values
         unhealthy = v == 1  # NaN compares False: a missed scrape is no verdict
@@ -203,39 +287,37 @@ class AgentCheckDetector:
         return score
 
 
-def _by_entity(s: Series | None, labels: tuple[str, ...], pci: bool = False) -> dict[tuple[str, ...], list[int]]:
-    """Rows of a family by (node, label values...); PCI addresses canonical when ``pci``."""
-    out: dict[tuple[str, ...], list[int]] = {}
-    if s is None:
-        return out
-    for r, key in enumerate(s.frame.keys):
+def _by_entity(
+    out: dict[tuple[str, ...], list[int]], s: Series, rows: range, labels: tuple[str, ...], pci: bool = False
+) -> None:
+    """Adds ``rows`` of a family to ``out`` by (node, label values...); PCI addresses canonical when ``pci``."""
+    for r in rows:
+        key = s.frame.keys[r]
         values = [key.get(label) or "" for label in labels]
         if pci:
             values = [pci_address(x) or x for x in values]
         out.setdefault((s.frame.nodes[r], *values), []).append(r)
-    return out
 
 
-def _hint_text(info: Series | None, rows: list[int], steps: int) -> tuple[IntArray, list[str]]:
-    """For each step, the index of the verdict's latest hint text seen so far (-1: none), and the texts."""
+def _hint_text(
+    info: Series | None, rows: list[int], first: int, seen_before: IntArray, steps: int
+) -> tuple[IntArray, list[str]]:
+    """For each step, the index of the verdict's latest hint text seen so far (-1: none), and the texts.
+
+    ``first``: the chunk's first step in the run; ``seen_before``: each row's last step seen before it."""
     if info is None or not rows:
         return np.full(steps, -1, dtype=np.int64), []
     texts = [info.frame.keys[r].get("hint") or "" for r in rows]
-    seen = np.where(~np.isnan(info.values[rows]), np.arange(steps)[None, :], -1)
+    seen = np.where(~np.isnan(info.values[rows]), first + np.arange(steps)[None, :], seen_before[:, None])
     latest = np.maximum.accumulate(seen, axis=1)  # (rows, steps): the last step each hint was seen
     which: IntArray = np.where(latest.max(axis=0) >= 0, latest.argmax(axis=0), -1)
     return which, texts
 
 
-def _gpu_index(ctx: Context, by_name: Mapping[str, Series]) -> dict[tuple[str, str], str]:
-    """(node, PCI address) -> GPU index from families carrying both labels."""
-    out: dict[tuple[str, str], str] = {}
-    for name in GPU_INDEX_FAMILIES:
-        s = by_name.get(name)
-        if s is None:
-            continue
-        for node, key in zip(s.frame.nodes, s.frame.keys, strict=True):
-            bus, gpu = pci_address(key.get("pci_bus_id") or ""), key.get("gpu")
-            if bus is not None and gpu:
-                out.setdefault((node, bus), gpu)
-    return out
+def _gpu_index(out: dict[tuple[str, str], str], s: Series, rows: range) -> None:
+    """Adds (node, PCI address) -> GPU index from ``rows`` of a family carrying both labels."""
+    for r in rows:
+        key = s.frame.keys[r]
+        bus, gpu = pci_address(key.get("pci_bus_id") or ""), key.get("gpu")
+        if bus is not None and gpu:
+            out.setdefault((s.frame.nodes[r], bus), gpu)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from peerwatch.catalog.schema import Unit
-from peerwatch.detect.context import IDENTITY_LABELS, Context, Series
+from peerwatch.detect.context import IDENTITY_LABELS, Context, IntArray, Series
 from peerwatch.detect.groups import MAIN
 from peerwatch.model import Evidence, Finding, FloatArray
 
@@ -33,28 +34,61 @@ class ClusterSettings:
     free_ratio: float = 4.0  # slower than usual by up to this factor scores nothing
 
 
-def _lagged_median(m: FloatArray, window: int, delay: int, minimum: int) -> FloatArray:
-    out = np.full(m.shape, np.nan)
-    for t in range(m.size):
+@dataclass(frozen=True)
+class RowMatch:
+    """The row of another series with the same key as each row of a series (-1: none). Rows are only
+    ever appended, so it holds while both series keep their number of rows (``against``)."""
+
+    against: tuple[int, str, int]  # our rows, their frame, their rows
+    rows: IntArray
+
+
+def match_rows(
+    ours: Series, theirs: Series, key: Callable[[Series, int], Hashable], known: RowMatch | None
+) -> RowMatch:
+    """``known`` if it still holds, else the rows matched anew (a loop over rows: only when rows appear)."""
+    against = (ours.values.shape[0], theirs.frame.name, theirs.values.shape[0])
+    if known is not None and known.against == against:
+        return known
+    index = {key(theirs, r): r for r in range(against[2])}
+    return RowMatch(against, np.array([index.get(key(ours, r), -1) for r in range(against[0])], dtype=np.int64))
+
+
+@dataclass
+class ClusterState:
+    """Each NFS round-trip group's median over the last ``baseline + delay`` steps (NaN before the run),
+    by (frame, peer key); each round-trip frame's rows in the request frame, by frame."""
+
+    medians: dict[tuple[str, int], FloatArray] = field(default_factory=dict)
+    requests: dict[str, RowMatch] = field(default_factory=dict)
+
+
+def _lagged_median(m: FloatArray, window: int, delay: int, minimum: int, first: int) -> FloatArray:
+    """At each step of ``m`` from ``first`` on, the median of its ``window`` steps ending ``delay`` before it."""
+    out = np.full(m.size - first, np.nan)
+    for t in range(first, m.size):
         hi = t - delay
         past = m[max(0, hi - window) : max(0, hi)]
         past = past[~np.isnan(past)]
         if past.size >= minimum:
-            out[t] = np.median(past)
+            out[t - first] = np.median(past)
     return out
 
 
 NFS_REQUESTS = "node_mountstats_nfs_operations_requests_total"
 
 
-def per_request(time_rate: Series, requests: Series) -> FloatArray:
-    """Seconds per operation: a time counter's rate over the request counter's rate of the same series.
+def _labels(s: Series, r: int) -> Hashable:
+    return s.frame.keys[r].labels
+
+
+def per_request(time_rate: Series, requests: Series, rows: IntArray) -> FloatArray:
+    """Seconds per operation: a time counter's rate over the request counter's rate of the same series
+    (``rows``: each time series' row in ``requests``).
 
     Rates of time counters grow with the load (a checkpoint's burst of WRITEs) even when every
     operation is as fast as ever; the time per request does not.
     """
-    index = {key.labels: r for r, key in enumerate(requests.frame.keys)}
-    rows = np.array([index.get(key.labels, -1) for key in time_rate.frame.keys])
     req = np.where(rows[:, None] >= 0, requests.values[np.maximum(rows, 0)], np.nan)
     with np.errstate(all="ignore"):
         out: FloatArray = np.where(req > 0, time_rate.values / req, np.nan)
@@ -68,16 +102,27 @@ class ClusterDetector:
         self.settings = settings or ClusterSettings()
 
     def detect(self, ctx: Context) -> list[Finding]:
-        out: list[Finding] = []
-        by_name = ctx.by_name()
-        requests = by_name.get(NFS_REQUESTS)
-        for s in ctx.series:
-            if s.family.unit is Unit.nfs_mount and NFS_RTT.match(s.frame.name) and requests is not None:
-                out.extend(self._series(ctx, s, per_request(s, requests)))
-        return out
+        return self.scan(ctx, None)[0]
 
-    def _series(self, ctx: Context, s: Series, latency: FloatArray) -> list[Finding]:
+    def scan(self, ctx: Context, state: ClusterState | None) -> tuple[list[Finding], ClusterState]:
+        state = state or ClusterState()
+        new = ClusterState(dict(state.medians), dict(state.requests))
+        out: list[Finding] = []
+        requests = ctx.by_name().get(NFS_REQUESTS)
+        for s in ctx.series:
+            # No request counts, no latency: only before they first appear (frames never vanish), which
+            # the NaN medians a group starts with stand for.
+            if s.family.unit is Unit.nfs_mount and NFS_RTT.match(s.frame.name) and requests is not None:
+                match = new.requests[s.frame.name] = match_rows(s, requests, _labels, state.requests.get(s.frame.name))
+                out.extend(self._series(ctx, s, per_request(s, requests, match.rows), new.medians))
+        return out, new
+
+    def _series(
+        self, ctx: Context, s: Series, latency: FloatArray, medians: dict[tuple[str, int], FloatArray]
+    ) -> list[Finding]:
+        """Findings of one round-trip frame; ``medians`` (each group's recent medians) is brought up to date."""
         st = self.settings
+        span = st.baseline + st.delay
         main = np.where(s.node_index[:, None] >= 0, ctx.groups[np.maximum(s.node_index, 0)] == MAIN, False)
         out = []
         for key in np.unique(s.peer_key[s.peer_key >= 0]):
@@ -88,7 +133,9 @@ class ClusterDetector:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # steps where no client is in the group
                 m = np.nanmedian(x, axis=0)
-            base = _lagged_median(m, st.baseline, st.delay, st.min_baseline)
+            past = np.concatenate([medians.get((s.frame.name, int(key)), np.full(span, np.nan)), m])
+            medians[(s.frame.name, int(key))] = past[past.size - span :].copy()
+            base = _lagged_median(past, st.baseline, st.delay, st.min_baseline, span)
             ratio = m / np.where(base > 0, base, np.nan)
             score = 3.0 * (np.log2(np.fmax(ratio, 1e-9)) - np.log2(st.free_ratio))
             labels = tuple((k, v) for k, v in s.frame.keys[rows[0]].labels if k not in IDENTITY_LABELS)

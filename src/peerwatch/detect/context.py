@@ -95,7 +95,11 @@ def per_node(s: Series) -> Series:
     ok = np.flatnonzero(s.node_index >= 0)
     pair = s.node_index[ok] * (int(s.peer_key.max(initial=0)) + 1) + s.peer_key[ok]
     _, first_pos, target = np.unique(pair, return_index=True, return_inverse=True)
-    first = ok[first_pos]  # a representative row of each (node, variant)
+    # In order of first appearance, so that rows appended in a later chunk (stream.py) add rows here
+    # after the existing ones.
+    order = np.argsort(first_pos, kind="stable")
+    first = ok[first_pos[order]]  # a representative row of each (node, variant)
+    target = np.argsort(order)[target]
     values_in = s.values[ok]
     present = ~np.isnan(values_in)
     total = np.zeros((first.size, s.values.shape[1]))
@@ -124,37 +128,56 @@ def per_node(s: Series) -> Series:
     )
 
 
-def prepare(frames: Mapping[str, Frame], catalog: Catalog) -> tuple[list[Series], tuple[str, ...]]:
-    """Series of every frame with node indices, components and peer keys (not yet grouped)."""
-    nodes = sorted({n for f in frames.values() for n in f.nodes if n})
+def prepare(
+    frames: Mapping[str, Frame],
+    catalog: Catalog,
+    known: tuple[str, ...] | None = None,
+    cache: dict[str, Series] | None = None,
+) -> tuple[list[Series], tuple[str, ...]]:
+    """Series of every frame with node indices, components and peer keys (not yet grouped).
+
+    Nodes are sorted, or with ``known`` (a streamed run's nodes so far) those first and new ones
+    after. ``cache`` keeps each frame's preparation for the next chunk of a stream, whose rows are
+    those of the last chunk unless some were appended (stream.py)."""
+    seen = {n for f in frames.values() for n in f.nodes if n}
+    nodes = sorted(seen) if known is None else [*known, *sorted(seen - set(known))]
     index = {n: i for i, n in enumerate(nodes)}
     out = []
     for name in sorted(frames):
         frame = frames[name]
-        labels = frozenset(k for key in frame.keys for k, _ in key.labels)
-        family = catalog.classify(name, labels, frame.declared_type)
-        own = {alt for spec in family.entity_labels for alt in spec.split("|")}
-        by_entity = family.unit in PEER_BY_ENTITY
-        comps, keys = [], []
-        peer_keys: dict[tuple[tuple[str, str], ...], int] = {}
-        for key in frame.keys:
-            d = dict(key.labels)
-            comps.append(family.component(d))
-            variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
-            if family.unit is Unit.network_device:
-                kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")
-                if kind == "loopback":  # no hardware behind it: its drops say nothing about the node
-                    keys.append(-1)
-                    continue
-                variant = (*variant, ("iftype", kind))
-            keys.append(peer_keys.setdefault(variant, len(peer_keys)))
-        out.append(
-            Series(
-                frame=frame,
-                family=family,
-                node_index=np.array([index.get(n, -1) for n in frame.nodes], dtype=np.int64),
-                components=tuple(comps),
-                peer_key=np.array(keys, dtype=np.int64),
-            )
-        )
+        kept = cache.get(name) if cache is not None else None
+        if kept is not None and len(kept.frame.keys) == len(frame.keys):
+            series = replace(kept, frame=frame)
+        else:
+            series = _prepare_frame(frame, catalog, index)
+        if cache is not None:
+            cache[name] = series
+        out.append(series)
     return out, tuple(nodes)
+
+
+def _prepare_frame(frame: Frame, catalog: Catalog, index: Mapping[str, int]) -> Series:
+    labels = frozenset(k for key in frame.keys for k, _ in key.labels)
+    family = catalog.classify(frame.name, labels, frame.declared_type)
+    own = {alt for spec in family.entity_labels for alt in spec.split("|")}
+    by_entity = family.unit in PEER_BY_ENTITY
+    comps, keys = [], []
+    peer_keys: dict[tuple[tuple[str, str], ...], int] = {}
+    for key in frame.keys:
+        d = dict(key.labels)
+        comps.append(family.component(d))
+        variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
+        if family.unit is Unit.network_device:
+            kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")
+            if kind == "loopback":  # no hardware behind it: its drops say nothing about the node
+                keys.append(-1)
+                continue
+            variant = (*variant, ("iftype", kind))
+        keys.append(peer_keys.setdefault(variant, len(peer_keys)))
+    return Series(
+        frame=frame,
+        family=family,
+        node_index=np.array([index.get(n, -1) for n in frame.nodes], dtype=np.int64),
+        components=tuple(comps),
+        peer_key=np.array(keys, dtype=np.int64),
+    )

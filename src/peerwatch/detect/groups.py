@@ -11,11 +11,13 @@ lighter job, forms its own group and is never a suspect.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from peerwatch.detect.context import IntArray, Series
+from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import FloatArray
 
 # GPU activity families in order of preference (percent, or a 0-1 ratio scaled to percent).
@@ -52,24 +54,40 @@ def rolling_median(x: FloatArray, window: int) -> FloatArray:
     return out
 
 
+@dataclass
+class GroupState:
+    """What the next chunk needs: each node's activity over the last ``window - 1`` steps and its
+    last known level."""
+
+    activity: FloatArray
+    level: FloatArray
+
+
 def workload_groups(
     activity: FloatArray | None,
     n_nodes: int,
     steps: int,
+    state: GroupState | None = None,
     *,
     window: int = 60,
     fast: int = 6,
     idle_below: float = 10.0,
     other_beyond: float = 30.0,
-) -> IntArray:
+) -> tuple[IntArray, GroupState | None]:
     """Group of each node at each step: IDLE, MAIN (the majority of busy nodes) or OTHER."""
     if activity is None:
-        return np.full((n_nodes, steps), MAIN, dtype=np.int64)
-    level = np.fmax(rolling_median(activity, window), rolling_median(activity, fast))
+        return np.full((n_nodes, steps), MAIN, dtype=np.int64), state
+    full = with_tail(None if state is None else state.activity, activity, np.nan)
+    lead = full.shape[1] - steps
+    level = np.fmax(rolling_median(full, window), rolling_median(full, fast))[:, lead:]
     # A node whose GPUs went silent keeps the group it had (it is judged by what else it reports).
-    idx = np.where(~np.isnan(level), np.arange(steps), -1)
+    before = np.full(n_nodes, np.nan) if state is None else grow(state.level, n_nodes, np.nan)
+    level = np.concatenate([before[:, None], level], axis=1)
+    idx = np.where(~np.isnan(level), np.arange(steps + 1), -1)
     np.maximum.accumulate(idx, axis=1, out=idx)
     level = np.where(idx >= 0, np.take_along_axis(level, np.maximum(idx, 0), axis=1), np.nan)
+    after = GroupState(keep_tail(full, window - 1), level[:, -1].copy())
+    level = level[:, 1:]
     groups = np.full((n_nodes, steps), MAIN, dtype=np.int64)
     groups[level < idle_below] = IDLE
     busy = np.where(level >= idle_below, level, np.nan)
@@ -77,7 +95,7 @@ def workload_groups(
         main = np.nanmedian(busy, axis=0) if n_nodes else np.zeros(steps)
     other = np.abs(busy - main) > other_beyond
     groups[other] = OTHER
-    return groups
+    return groups, after
 
 
 def settled(groups: IntArray, steps: int) -> IntArray:
@@ -94,7 +112,9 @@ def settled(groups: IntArray, steps: int) -> IntArray:
     return out
 
 
-def groups_of(series: Sequence[Series], n_nodes: int, steps: int) -> IntArray:
-    """Workload groups from whichever GPU activity family the data has."""
+def groups_of(
+    series: Sequence[Series], n_nodes: int, steps: int, state: GroupState | None = None
+) -> tuple[IntArray, GroupState | None]:
+    """Workload groups from whichever GPU activity family the data has, after ``state``'s steps."""
     by_name = {s.frame.name: s for s in series}
-    return workload_groups(node_activity(by_name, n_nodes, steps), n_nodes, steps)
+    return workload_groups(node_activity(by_name, n_nodes, steps), n_nodes, steps, state)

@@ -9,14 +9,16 @@ of one entity (a GPU that always runs 5 C hotter) is learnt from its own past an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from peerwatch.catalog.schema import Category, Direction, Unit
 from peerwatch.detect.context import Context, IntArray, Series, per_node
 from peerwatch.detect.findings import emit
-from peerwatch.detect.groups import IDLE, settled
+from peerwatch.detect.groups import IDLE, UNKNOWN, settled
+from peerwatch.detect.stream import keep_tail, with_tail
 from peerwatch.model import BoolArray, Finding, FloatArray
 
 PER_NODE = frozenset({Unit.cpu_core})  # compared as the node's mean over them
@@ -69,10 +71,21 @@ class PeerSettings:
     sustain: int = 3  # a deviation counts at the median of the last this many steps
 
 
+Usual = dict[tuple[int, int], tuple[float, float, float]]  # (peer key, group) -> (largest level, MAD sum, MAD count)
+
+
 def peer_z(
-    values: FloatArray, peer_key: IntArray, groups: IntArray, settings: PeerSettings, rel_floor: float | None = None
+    values: FloatArray,
+    peer_key: IntArray,
+    groups: IntArray,
+    settings: PeerSettings,
+    rel_floor: float | None = None,
+    usual: Usual | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Robust z, peer median and robust scale of every cell, NaN where the cell has too few peers."""
+    """Robust z, peer median and robust scale of every cell, NaN where the cell has too few peers.
+
+    ``usual`` carries each peer group's typical level and spread from earlier chunks and is updated."""
+    usual = {} if usual is None else usual
     z = np.full(values.shape, np.nan)
     med_out = np.full(values.shape, np.nan)
     scale_out = np.full(values.shape, np.nan)
@@ -88,8 +101,10 @@ def peer_z(
                 med = column_quantile(x, 0.5)
                 mad = 1.4826 * column_quantile(np.abs(x - med), 0.5)
                 level = column_quantile(np.abs(x), 0.9)
-            usual_level = np.fmax.accumulate(np.nan_to_num(level, nan=0.0))
-            usual_mad = _running_median_floor(mad)
+            top, mad_sum, mad_n = usual.get((int(key), int(group)), (0.0, 0.0, 0.0))
+            usual_level = np.fmax.accumulate(np.r_[top, np.nan_to_num(level, nan=0.0)])[1:]
+            usual_mad, mad_sum, mad_n = _running_mean(mad, mad_sum, mad_n)
+            usual[(int(key), int(group))] = (float(usual_level[-1]), mad_sum, mad_n)
             rel = settings.rel_floor if rel_floor is None else rel_floor
             scale = np.fmax.reduce([mad, rel * np.abs(med), rel * usual_level, 0.5 * usual_mad])
             scale = np.where(scale > 0, scale, np.nan)
@@ -119,11 +134,13 @@ def column_quantile(x: FloatArray, q: float) -> FloatArray:
     return out
 
 
-def _running_median_floor(mad: FloatArray) -> FloatArray:
-    """A slow, causal estimate of the usual spread: the running mean of the MAD so far."""
-    m = np.nan_to_num(mad, nan=0.0)
-    count = np.cumsum(~np.isnan(mad))
-    return np.where(count > 0, np.cumsum(m) / np.maximum(count, 1), 0.0)
+def _running_mean(mad: FloatArray, total: float, count: float) -> tuple[FloatArray, float, float]:
+    """A slow, causal estimate of the usual spread: the running mean of the MAD so far (after ``count``
+    earlier values summing to ``total``), and the new total and count."""
+    sums = total + np.cumsum(np.nan_to_num(mad, nan=0.0))
+    counts = count + np.cumsum(~np.isnan(mad))
+    mean = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+    return mean, float(sums[-1]), float(counts[-1])
 
 
 def _block_sums(x: FloatArray, first: IntArray, size: int, blocks: int) -> FloatArray:
@@ -136,30 +153,37 @@ def _block_sums(x: FloatArray, first: IntArray, size: int, blocks: int) -> Float
     return out
 
 
-def learnt_offset(dev: FloatArray, limit: FloatArray, settings: PeerSettings) -> tuple[FloatArray, BoolArray]:
+Float32Array = npt.NDArray[np.float32]
+
+
+def learnt_offset(
+    dev: Float32Array, clipped: Float32Array, limit: FloatArray, settings: PeerSettings
+) -> tuple[FloatArray, BoolArray]:
     """Each series' usual deviation from its peers, from its past deviations: causal and delayed.
 
-    Over the window (``offset_window`` steps ending ``offset_delay`` steps ago), the mean of the
-    deviations each clipped to ``limit``: a new fault neither is learnt as normal nor drags the
-    mean. Where that reaches half the clip (an offset larger than one clip can learn, or a fault),
-    the window is cut into blocks and the estimate refined in ``offset_rounds`` passes, each block
-    mean clipped to ``limit`` around the estimate so far (a Huber-like mean): an offset that has
-    been there all along (a GPU that always runs 10 C hotter) is learnt in full, while a new fault
-    moves it only by the share of the window it has lasted. Also returns where the offset is known
-    (enough compared steps in the window).
+    ``dev`` and ``clipped`` (each deviation clipped to its step's ``limit``) hold the steps kept from
+    earlier chunks, then the chunk; ``limit`` and the result cover the chunk. Over the window
+    (``offset_window`` steps ending ``offset_delay`` steps ago), the mean of the clipped deviations:
+    a new fault neither is learnt as normal nor drags the mean. Where that reaches half the clip (an
+    offset larger than one clip can learn, or a fault), the window is cut into blocks and the estimate
+    refined in ``offset_rounds`` passes, each block mean clipped to ``limit`` around the estimate so
+    far (a Huber-like mean): an offset that has been there all along (a GPU that always runs 10 C
+    hotter) is learnt in full, while a new fault moves it only by the share of the window it has
+    lasted. Also returns where the offset is known (enough compared steps in the window).
     """
+    steps = limit.shape[1]
+    lead = dev.shape[1] - steps
     seen = ~np.isnan(dev)
     n = seen.astype(np.float64)
-    first = np.arange(dev.shape[1]) - settings.offset_delay + 1 - settings.offset_window  # window start
+    first = np.arange(lead, lead + steps) - settings.offset_delay + 1 - settings.offset_window  # window start
     count = _block_sums(n, first, settings.offset_window, 1)[0]
     known = count >= settings.offset_min
-    clipped = np.where(seen, np.clip(np.nan_to_num(dev, nan=0.0), -limit, limit), 0.0)
-    total = _block_sums(clipped, first, settings.offset_window, 1)[0]
+    total = _block_sums(clipped.astype(np.float64), first, settings.offset_window, 1)[0]
     offset: FloatArray = np.where(known, total / np.maximum(count, 1.0), 0.0)
     rows = np.flatnonzero((np.abs(offset) >= 0.5 * limit).any(axis=1))
     if rows.size:
         size = settings.offset_window // settings.offset_blocks
-        sums = _block_sums(np.where(seen[rows], dev[rows], 0.0), first, size, settings.offset_blocks)
+        sums = _block_sums(np.where(seen[rows], dev[rows], 0.0).astype(np.float64), first, size, settings.offset_blocks)
         counts = _block_sums(n[rows], first, size, settings.offset_blocks)
         means = sums / np.maximum(counts, 1.0)  # (blocks, rows, steps); weight 0 where a block is empty
         off, lim = offset[rows], limit[rows]
@@ -193,6 +217,28 @@ def sustained(score: FloatArray, steps: int) -> FloatArray:
     return out
 
 
+@dataclass
+class _SeriesState:
+    """One family's past: deviations from peers (float32: the offset's precision is far finer than
+    any scale) over the offset's look-back, the last directional scores, and its peer groups' usual
+    level and spread in both comparisons."""
+
+    dev: Float32Array
+    clipped: Float32Array
+    score: FloatArray
+    usual: Usual = field(default_factory=dict)
+    usual_after: Usual = field(default_factory=dict)
+
+
+@dataclass
+class PeerState:
+    """Steps scanned, the nodes' workload groups over the last ``settle`` steps, and each family's past."""
+
+    steps: int = 0
+    groups: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    families: dict[str, _SeriesState] = field(default_factory=dict)
+
+
 class PeerDetector:
     """Scores every comparable series against its peers (GUIDE: the one that drifts is the suspect)."""
 
@@ -202,34 +248,57 @@ class PeerDetector:
         self.settings = settings or PeerSettings()
 
     def detect(self, ctx: Context) -> list[Finding]:
+        return self.scan(ctx, None)[0]
+
+    def scan(self, ctx: Context, state: PeerState | None) -> tuple[list[Finding], PeerState]:
+        st = self.settings
+        state = state or PeerState()
         # Idle nodes do no common work: what little they do (a login, a cron job, a light job below
         # the idle line) differs from node to node and says nothing about their health. Their
         # hardware is still watched by the counter, state and presence detectors.
-        node_groups = settled(ctx.groups, self.settings.settle)
+        groups = with_tail(state.groups, ctx.groups, UNKNOWN)
+        lead = groups.shape[1] - ctx.steps
+        node_groups = settled(groups, st.settle)[:, lead:]
         node_groups = np.where(node_groups == IDLE, -1, node_groups)
         for g in np.unique(node_groups[node_groups >= 0]):
             members = node_groups == g
-            node_groups[members & (members.sum(axis=0) < self.settings.min_nodes)] = -1
+            node_groups[members & (members.sum(axis=0) < st.min_nodes)] = -1
         out: list[Finding] = []
         for s in ctx.series:
             if s.family.category not in COMPARED or s.family.bad is Direction.none:
                 continue
-            out.extend(self._series(ctx, s, node_groups))
-        return out
+            out.extend(self._series(ctx, s, node_groups, state))
+        state.groups = keep_tail(groups, st.settle)
+        state.steps += ctx.steps
+        return out, state
 
-    def _series(self, ctx: Context, s: Series, node_groups: IntArray) -> list[Finding]:
+    def _series(self, ctx: Context, s: Series, node_groups: IntArray, state: PeerState) -> list[Finding]:
+        st = self.settings
         if s.family.unit in PER_NODE:
             s = per_node(s)
+        rows = s.values.shape[0]
+        past = state.families.get(s.frame.name)
+        if past is None:
+            empty = np.zeros((rows, 0), dtype=np.float32)
+            past = state.families[s.frame.name] = _SeriesState(empty, empty, np.zeros((rows, 0)))
         groups = np.where(s.node_index[:, None] >= 0, node_groups[np.maximum(s.node_index, 0)], -1)
         rel = REL_FLOOR.get(s.family.category)
-        _, med, scale = peer_z(s.values, s.peer_key, groups, self.settings, rel)
+        _, med, scale = peer_z(s.values, s.peer_key, groups, st, rel, past.usual)
         # Take each series' learnt offset out of its values, then compare again: a GPU that always
         # runs 5 C hotter neither stands out nor widens its peers' spread.
-        offset, known = learnt_offset(s.values - med, self.settings.clip * np.nan_to_num(scale, nan=0.0), self.settings)
-        z, med, _ = peer_z(s.values - offset, s.peer_key, groups, self.settings, rel)
-        score = sustained(directional(z, s.family.bad), self.settings.sustain)
-        score[:, : self.settings.warmup] = 0.0
+        limit = st.clip * np.nan_to_num(scale, nan=0.0)
+        dev = (s.values - med).astype(np.float32)
+        clipped = np.where(np.isnan(dev), np.float32(0), np.clip(np.nan_to_num(dev), -limit, limit)).astype(np.float32)
+        dev_all, clipped_all = with_tail(past.dev, dev, np.nan), with_tail(past.clipped, clipped, 0.0)
+        offset, known = learnt_offset(dev_all, clipped_all, limit, st)
+        look_back = st.offset_window + st.offset_delay - 1
+        past.dev, past.clipped = keep_tail(dev_all, look_back), keep_tail(clipped_all, look_back)
+        z, med, _ = peer_z(s.values - offset, s.peer_key, groups, st, rel, past.usual_after)
+        raw = with_tail(past.score, directional(z, s.family.bad), 0.0)
+        past.score = keep_tail(raw, st.sustain - 1)
+        score = sustained(raw, st.sustain)[:, raw.shape[1] - ctx.steps :]
+        score[:, : max(0, st.warmup - state.steps)] = 0.0
         # A series new to its peers (a spare that joined the job) may run hotter or slower all along:
         # it is judged once its own usual offset is known.
         score[~known] = 0.0
-        return emit(ctx, s, score, med, z, self.settings.report, self.name, "vs peers")
+        return emit(ctx, s, score, med, z, st.report, self.name, "vs peers")

@@ -51,11 +51,24 @@ class PolicySettings:
 class _Incident:
     node: str
     opened: float
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # those the diagnosis can still use
     score: float = 0.0
     last_active: float = 0.0
     resolved: float | None = None
     hints: set[str] = field(default_factory=set)
+    last_finding: float = 0.0
+    early: bool = False  # findings holds early ones only (see Policy._add)
+
+
+@dataclass
+class PolicyState:
+    """Where the policy is after the steps scanned so far: per node its recent fused scores, the open
+    incidents, and the last step the NFS server was seen slow."""
+
+    steps: int = 0
+    history: dict[str, deque[float]] = field(default_factory=dict)
+    open: dict[str, _Incident] = field(default_factory=dict)
+    storage_seen: int = -(10**9)
 
 
 def fuse(findings: Sequence[Finding], others_weight: float) -> float:
@@ -92,14 +105,21 @@ class Policy:
         self.diagnoser = diagnoser or Diagnoser.default()
 
     def decide(self, ctx: Context, findings: Sequence[Finding]) -> list[Alarm]:
+        """Alarms of a whole run."""
+        return self.scan(ctx, findings, None)[0]
+
+    def scan(
+        self, ctx: Context, findings: Sequence[Finding], state: PolicyState | None
+    ) -> tuple[list[Alarm], PolicyState]:
+        """Alarms of the incidents open at the end of this chunk of steps or resolved in it, after the
+        chunks ``state`` has seen (stream.py); the new state."""
         st = self.settings
+        state = state or PolicyState()
         by_step: dict[int, list[Finding]] = defaultdict(list)
         for f in findings:
             by_step[round((f.ts - ctx.start) / ctx.step)].append(f)
-        history: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=st.n))
-        open_: dict[str, _Incident] = {}
+        history, open_ = state.history, state.open
         done: list[_Incident] = []
-        storage_seen = -(10**9)
         for col in range(ctx.steps):
             ts = float(ctx.start + col * ctx.step)
             step_findings = by_step.get(col, [])
@@ -108,9 +128,10 @@ class Policy:
             shared = shared_signals(step_findings, groups_at, sizes, st)
             # While every client sees the NFS server slow, a client's own NFS trouble is that, not its
             # own; and for a while after, since client counters (timeouts) score over their window.
+            now = state.steps + col
             if any(f.node == "cluster" and f.hint == "nfs_storage" for f in step_findings):
-                storage_seen = col
-            storage_down = col - storage_seen <= st.storage_after
+                state.storage_seen = now
+            storage_down = now - state.storage_seen <= st.storage_after
             per_node: dict[str, list[Finding]] = defaultdict(list)
             for f in step_findings:
                 if (groups_at.get(f.node, -1), f.signal) in shared:
@@ -121,7 +142,8 @@ class Policy:
             for node in set(per_node) | set(history) | set(open_):
                 mine = per_node.get(node, [])
                 score = fuse(mine, st.others_weight)
-                history[node].append(score)
+                recent = history.setdefault(node, deque(maxlen=st.n))
+                recent.append(score)
                 incident = open_.get(node)
                 sure = [f for f in mine if f.detector in SURE_DETECTORS and f.score >= st.immediate]
                 new_kind = {f.hint for f in sure if f.hint} - (incident.hints if incident else set())
@@ -131,7 +153,7 @@ class Policy:
                     done.append(open_.pop(node))
                     incident = None
                 if incident is not None:
-                    incident.findings.extend(mine)
+                    self._add(incident, mine, ctx.step)
                     incident.hints.update(f.hint for f in sure if f.hint)
                     incident.score = max(incident.score, score)
                     if score >= st.close_score:
@@ -141,14 +163,36 @@ class Policy:
                         done.append(open_.pop(node))
                     continue
                 counting = any(f.detector == "counter" and f.score >= st.counter_open for f in mine)
-                strong_steps = sum(s >= st.open_score for s in history[node])
+                strong_steps = sum(s >= st.open_score for s in recent)
                 if sure or counting or strong_steps >= st.k:
                     hints = {f.hint for f in sure if f.hint}
-                    open_[node] = _Incident(node, ts, list(mine), score, ts, hints=hints)
+                    open_[node] = _Incident(node, ts, [], score, ts, hints=hints, last_finding=ts)
+                    self._add(open_[node], mine, ctx.step)
                 elif strong_steps == 0:
                     del history[node]  # nothing toward continuity: stop visiting the node every step
-        done.extend(open_.values())
-        return sorted((self._alarm(i, ctx) for i in done), key=lambda a: (a.ts, a.node))
+        state.steps += ctx.steps
+        alarms = (self._alarm(i, ctx) for i in (*done, *open_.values()))
+        return sorted(alarms, key=lambda a: (a.ts, a.node)), state
+
+    def _early(self, incident: _Incident, f: Finding, step: float) -> bool:
+        # The cause shows first; later on a failed node shows everything (idle GPUs, low PCIe gen).
+        # Past the first minutes only sure hard findings (an XID, a vanished GPU) still count.
+        horizon = incident.opened + self.settings.diagnose_within * step
+        return f.ts <= horizon or (f.detector in SURE_DETECTORS and f.score >= self.settings.immediate)
+
+    def _add(self, incident: _Incident, findings: Sequence[Finding], step: float) -> None:
+        """Keep what the diagnosis uses: once an incident has early findings, only those (an incident
+        open for days does not hold every finding since)."""
+        if findings:
+            incident.last_finding = max(incident.last_finding, max(f.ts for f in findings))
+        early = [f for f in findings if self._early(incident, f, step)]
+        if incident.early:
+            incident.findings.extend(early)
+        elif early:
+            incident.findings = [f for f in (*incident.findings, *findings) if self._early(incident, f, step)]
+            incident.early = True
+        else:
+            incident.findings.extend(findings)
 
     def _quiet(self, incident: _Incident) -> int:
         """Steps of quiet that end an incident: longer after a sure or strong failure, which stays failed."""
@@ -156,14 +200,7 @@ class Policy:
         return self.settings.quiet_sure if strong else self.settings.quiet
 
     def _alarm(self, incident: _Incident, ctx: Context) -> Alarm:
-        # The cause shows first; later on a failed node shows everything (idle GPUs, low PCIe gen).
-        # Past the first minutes only sure hard findings (an XID, a vanished GPU) still count.
-        horizon = incident.opened + self.settings.diagnose_within * ctx.step
-        early = [
-            f
-            for f in incident.findings
-            if f.ts <= horizon or (f.detector in SURE_DETECTORS and f.score >= self.settings.immediate)
-        ]
+        early = [f for f in incident.findings if self._early(incident, f, ctx.step)]
         d = self.diagnoser.diagnose(early or incident.findings)
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         evidence = []
@@ -176,7 +213,7 @@ class Policy:
                 break
         severity, action = severity_and_action(d.diagnosis, incident.score)
         ident = hashlib.sha1(f"{incident.node}|{incident.opened}".encode()).hexdigest()[:12]
-        last = max((f.ts for f in incident.findings), default=incident.opened)
+        last = incident.last_finding
         return Alarm(
             id=ident,
             ts=incident.opened,

@@ -8,13 +8,14 @@ report -> the GPU fell off the bus. Only what was seen before can go missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from peerwatch.catalog.schema import Unit
-from peerwatch.detect.context import Context, IntArray
-from peerwatch.model import BoolArray, Evidence, Finding
+from peerwatch.detect.context import Context, IntArray, Series
+from peerwatch.detect.stream import grow
+from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
 REFERENCE_STEP = 30.0  # the step the per-step scores are written for
 
@@ -32,38 +33,114 @@ class PresenceSettings:
     blind_share: float = 0.5  # this share of nodes silent at once: the monitoring, not the nodes
 
 
-def run_length(flag: BoolArray) -> IntArray:
-    """How many consecutive steps, up to and including each one, ``flag`` has held."""
+def _ints(n: int = 0) -> IntArray:
+    return np.zeros(n, dtype=np.int64)
+
+
+def run_length(flag: BoolArray, before: IntArray | None = None) -> IntArray:
+    """How many consecutive steps, up to and including each one, ``flag`` has held.
+
+    ``before``: each row's run at the step before the first (a run carried from an earlier chunk)."""
     steps = flag.shape[1]
     idx = np.arange(steps)
-    last_false = np.maximum.accumulate(np.where(~flag, idx, -1), axis=1)
+    start = -1 if before is None else -1 - before[:, None]
+    last_false = np.maximum.accumulate(np.where(~flag, idx, start), axis=1)
     runs: IntArray = np.where(flag, idx - last_false, 0)
     return runs
 
 
-def _group_presence(
-    rows: list[tuple[tuple[int, str], BoolArray]],
-    steps: int,
-) -> tuple[list[tuple[int, str]], BoolArray]:
-    """OR of presence rows sharing a key."""
-    keys: dict[tuple[int, str], int] = {}
-    for key, _ in rows:
-        keys.setdefault(key, len(keys))
-    out = np.zeros((len(keys), steps), dtype=bool)
-    for key, present in rows:
-        out[keys[key]] |= present
-    return list(keys), out
+def seen_recently(present: BoolArray, age: IntArray, memory: int) -> tuple[BoolArray, IntArray]:
+    """Whether each row was present at some step in the ``memory`` steps before each one, and each
+    row's age after the last step.
+
+    An age is how many steps ago, counted from the step after, a row was last present (1: at the
+    last step); ``memory + 1`` stands for "not within memory", so it never overflows."""
+    idx = np.arange(present.shape[1])
+    last = np.maximum.accumulate(np.where(present, idx, -age[:, None]), axis=1)  # last present, up to each step
+    before = np.concatenate([-age[:, None], last[:, :-1]], axis=1)  # ...up to the step before
+    seen: BoolArray = idx - before <= memory
+    return seen, np.minimum(present.shape[1] - last[:, -1], memory + 1)
 
 
-def _seen_recently(present: BoolArray, memory: int) -> BoolArray:
-    """Whether each row was present at some step in the ``memory`` steps before this one."""
-    csum: IntArray = np.cumsum(present, axis=1)
-    before = np.zeros_like(csum)
-    before[:, 1:] = csum[:, :-1]
-    lag = np.zeros_like(csum)
-    lag[:, memory + 1 :] = csum[:, : -memory - 1]
-    seen: BoolArray = (before - lag) > 0
-    return seen
+@dataclass
+class Track:
+    """Per entity (target, node or GPU): its age (see ``seen_recently``) and its current alarm run."""
+
+    age: IntArray = field(default_factory=_ints)
+    run: IntArray = field(default_factory=_ints)
+
+    def seen(self, present: BoolArray, memory: int) -> BoolArray:
+        """``seen_recently`` over this chunk; entities new in it were never seen before."""
+        seen, self.age = seen_recently(present, grow(self.age, present.shape[0], memory + 1), memory)
+        return seen
+
+    def runs(self, flag: BoolArray) -> IntArray:
+        """``run_length`` continuing the runs of the chunks before."""
+        runs = run_length(flag, grow(self.run, flag.shape[0], 0))
+        self.run = runs[:, -1].copy()
+        return runs
+
+
+@dataclass
+class PresenceState:
+    """The targets (node, instance) and GPUs (node, component) met so far with their tracks, each
+    frame's rows mapped to them (one int per row and per GPU row), and the cluster's blind run."""
+
+    rows: dict[str, tuple[IntArray, IntArray]] = field(default_factory=dict)  # frame -> target, GPU (if any) by row
+    targets: dict[tuple[int, str], int] = field(default_factory=dict)
+    jobs: list[str] = field(default_factory=list)  # of each target
+    target_node: IntArray = field(default_factory=_ints)
+    gpus: dict[tuple[int, str], int] = field(default_factory=dict)
+    gpu_node: IntArray = field(default_factory=_ints)
+    target: Track = field(default_factory=Track)
+    node: Track = field(default_factory=Track)
+    gpu: Track = field(default_factory=Track)
+    blind_run: IntArray = field(default_factory=lambda: _ints(1))
+
+    def map_rows(self, s: Series) -> tuple[IntArray, IntArray]:
+        """Target and GPU index (-1: none) of each row of ``s`` (GPU: empty unless a GPU family); only rows
+        new since the last call are read."""
+        target, gpu = self.rows.get(s.frame.name, (_ints(), _ints()))
+        new = range(target.size, len(s.frame.keys))
+        if not new:
+            return target, gpu
+        is_gpu = s.family.unit is Unit.gpu
+        new_targets: list[int] = []
+        new_gpus: list[int] = []
+        nodes: list[int] = []
+        gpu_nodes: list[int] = []
+        for r in new:
+            n = int(s.node_index[r])
+            key = s.frame.keys[r]
+            instance = key.get("instance") or ""
+            t = g = -1
+            if n >= 0:
+                t = self.targets.setdefault((n, instance), len(self.targets))
+                if t == len(self.jobs):  # a new target
+                    self.jobs.append(key.get("job") or instance)
+                    nodes.append(n)
+                if is_gpu and s.components[r].startswith("gpu/"):
+                    g = self.gpus.setdefault((n, s.components[r]), len(self.gpus))
+                    if g == self.gpu_node.size + len(gpu_nodes):  # a new GPU
+                        gpu_nodes.append(n)
+            new_targets.append(t)
+            new_gpus.append(g)
+        self.target_node = np.concatenate([self.target_node, np.array(nodes, dtype=np.int64)])
+        self.gpu_node = np.concatenate([self.gpu_node, np.array(gpu_nodes, dtype=np.int64)])
+        target = np.concatenate([target, np.array(new_targets, dtype=np.int64)])
+        if is_gpu:  # other families' rows have no GPU: no map
+            gpu = np.concatenate([gpu, np.array(new_gpus, dtype=np.int64)])
+        self.rows[s.frame.name] = (target, gpu)
+        return target, gpu
+
+
+def _or_into(out: BoolArray, index: IntArray, rows: BoolArray) -> None:
+    """``out[index[r]] |= rows[r]`` for every row with an index."""
+    ok = index >= 0
+    if ok.all():
+        np.logical_or.at(out, index, rows)
+    elif ok.any():
+        np.logical_or.at(out, index[ok], rows[ok])
 
 
 class PresenceDetector:
@@ -73,46 +150,34 @@ class PresenceDetector:
         self.settings = settings or PresenceSettings()
 
     def detect(self, ctx: Context) -> list[Finding]:
-        steps = ctx.steps
-        target_rows: list[tuple[tuple[int, str], BoolArray]] = []
-        gpu_rows: list[tuple[tuple[int, str], BoolArray]] = []
-        jobs: dict[tuple[int, str], str] = {}
-        for s in ctx.series:
-            present = ~np.isnan(s.values)
+        return self.scan(ctx, None)[0]
+
+    def scan(self, ctx: Context, state: PresenceState | None) -> tuple[list[Finding], PresenceState]:
+        st = state or PresenceState()
+        maps = [(s, *st.map_rows(s)) for s in ctx.series]
+        present = np.zeros((len(st.targets), ctx.steps), dtype=bool)
+        down = np.zeros_like(present)
+        gpu_present = np.zeros((len(st.gpus), ctx.steps), dtype=bool)
+        for s, target, gpu in maps:
+            p = ~np.isnan(s.values)
             if s.frame.name == "up":
-                present = present & (np.nan_to_num(s.values, nan=0.0) > 0)
-            for r, key in enumerate(s.frame.keys):
-                n = int(s.node_index[r])
-                if n < 0:
-                    continue
-                instance = key.get("instance") or ""
-                target_rows.append(((n, instance), present[r]))
-                jobs.setdefault((n, instance), key.get("job") or instance)
-                if s.family.unit is Unit.gpu and s.components[r].startswith("gpu/"):
-                    gpu_rows.append(((n, s.components[r]), present[r]))
-        if not target_rows:
-            return []
+                p &= np.nan_to_num(s.values, nan=0.0) > 0
+                _or_into(down, target, s.values == 0)
+            _or_into(present, target, p)
+            if gpu.size:
+                _or_into(gpu_present, gpu, p)
         # `up` 0 overrides the target's other series for that step (they may be stale copies).
-        targets, present = _group_presence(target_rows, steps)
-        up = ctx.by_name().get("up")
-        if up is not None:
-            where = {t: i for i, t in enumerate(targets)}
-            for r, key in enumerate(up.frame.keys):
-                i = where.get((int(up.node_index[r]), key.get("instance") or ""))
-                if i is not None:
-                    present[i] &= ~(np.nan_to_num(up.values[r], nan=1.0) == 0)
-        node_of_target = np.array([n for n, _ in targets])
-        node_present = np.zeros((len(ctx.nodes), steps), dtype=bool)
-        np.logical_or.at(node_present, node_of_target, present)
-        out = self._targets(ctx, targets, present, node_present, jobs)
-        out += self._nodes(ctx, node_present)
-        if gpu_rows:
-            gpus, gpu_present = _group_presence(gpu_rows, steps)
-            out += self._gpus(ctx, gpus, gpu_present)
-        return out
+        present &= ~down
+        node_present = np.zeros((len(ctx.nodes), ctx.steps), dtype=bool)
+        np.logical_or.at(node_present, st.target_node, present)
+        times = ctx.timestamps
+        out = self._targets(ctx, times, st, present, node_present)
+        out += self._nodes(ctx, times, st, node_present)
+        out += self._gpus(ctx, times, st, gpu_present)
+        return out, st
 
     def _finding(
-        self, ctx: Context, node: int, col: int, component: str, signal: str, hint: str, note: str, run: int
+        self, ctx: Context, ts: float, node: int, component: str, signal: str, hint: str, note: str, run: int
     ) -> Finding:
         per_step = {
             "exporter_down": self.settings.exporter_per_step,
@@ -122,7 +187,7 @@ class PresenceDetector:
         }[hint]
         score = per_step * run * ctx.step / REFERENCE_STEP
         return Finding(
-            ts=float(ctx.timestamps[col]),
+            ts=ts,
             node=ctx.nodes[node] if node >= 0 else "peerwatch",
             component=component,
             detector=self.name,
@@ -133,53 +198,57 @@ class PresenceDetector:
         )
 
     def _targets(
-        self,
-        ctx: Context,
-        targets: list[tuple[int, str]],
-        present: BoolArray,
-        node_present: BoolArray,
-        jobs: dict[tuple[int, str], str],
+        self, ctx: Context, times: FloatArray, st: PresenceState, present: BoolArray, node_present: BoolArray
     ) -> list[Finding]:
-        seen = _seen_recently(present, self.settings.memory)
-        node_up = node_present[[n for n, _ in targets]]
-        silent = ~present & seen & node_up
-        runs = run_length(silent)
+        seen = st.target.seen(present, self.settings.memory)
+        silent = ~present & seen & node_present[st.target_node]
+        runs = st.target.runs(silent)
+        targets = list(st.targets)
         out = []
         for i, c in zip(*np.nonzero(silent), strict=True):
             node, instance = targets[i]
-            job = jobs[(node, instance)]
+            job = st.jobs[i]
             note = f"{job} ({instance}) silent, the node's other exporters report"
-            out.append(self._finding(ctx, node, int(c), "node", f"absent:{job}", "exporter_down", note, runs[i, c]))
+            out.append(
+                self._finding(ctx, float(times[c]), node, "node", f"absent:{job}", "exporter_down", note, runs[i, c])
+            )
         return out
 
-    def _nodes(self, ctx: Context, node_present: BoolArray) -> list[Finding]:
-        seen = _seen_recently(node_present, self.settings.memory)
+    def _nodes(self, ctx: Context, times: FloatArray, st: PresenceState, node_present: BoolArray) -> list[Finding]:
+        seen = st.node.seen(node_present, self.settings.memory)
         gone = ~node_present & seen
         # Most of the cluster silent at once is peerwatch (or its source) not seeing, not N dead nodes.
         share = gone.sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
         blind = (share >= self.settings.blind_share) & (gone.sum(axis=0) >= 3)
-        runs = run_length(gone & ~blind[None, :])
+        runs = st.node.runs(gone & ~blind[None, :])
         out = []
         for n, c in zip(*np.nonzero(gone & ~blind[None, :]), strict=True):
             note = "every exporter of the node is silent"
-            out.append(self._finding(ctx, int(n), int(c), "node", "absent:node", "node_unreachable", note, runs[n, c]))
-        blind_runs = run_length(blind[None, :])[0]
+            out.append(
+                self._finding(ctx, float(times[c]), int(n), "node", "absent:node", "node_unreachable", note, runs[n, c])
+            )
+        blind_runs = run_length(blind[None, :], st.blind_run)[0]
+        st.blind_run = blind_runs[-1:].copy()
         for c in np.flatnonzero(blind):
             note = f"{int(gone[:, c].sum())} of {int(seen[:, c].sum())} nodes silent at once"
             run = int(blind_runs[c])
-            out.append(self._finding(ctx, -1, int(c), "source", "absent:cluster", "monitoring_blind", note, run))
+            out.append(
+                self._finding(ctx, float(times[c]), -1, "source", "absent:cluster", "monitoring_blind", note, run)
+            )
         return out
 
-    def _gpus(self, ctx: Context, gpus: list[tuple[int, str]], present: BoolArray) -> list[Finding]:
-        seen = _seen_recently(present, self.settings.memory)
-        node_of = np.array([n for n, _ in gpus])
+    def _gpus(self, ctx: Context, times: FloatArray, st: PresenceState, present: BoolArray) -> list[Finding]:
+        seen = st.gpu.seen(present, self.settings.memory)
         any_gpu = np.zeros((len(ctx.nodes), present.shape[1]), dtype=bool)
-        np.logical_or.at(any_gpu, node_of, present)
-        vanished = ~present & seen & any_gpu[node_of]
-        runs = run_length(vanished)
+        np.logical_or.at(any_gpu, st.gpu_node, present)
+        vanished = ~present & seen & any_gpu[st.gpu_node]
+        runs = st.gpu.runs(vanished)
+        gpus = list(st.gpus)
         out = []
         for i, c in zip(*np.nonzero(vanished), strict=True):
             node, comp = gpus[i]
             note = f"{comp} vanished, the node's other GPUs report"
-            out.append(self._finding(ctx, node, int(c), comp, "absent:gpu", "gpu_fallen_off_bus", note, runs[i, c]))
+            out.append(
+                self._finding(ctx, float(times[c]), node, comp, "absent:gpu", "gpu_fallen_off_bus", note, runs[i, c])
+            )
         return out

@@ -7,15 +7,18 @@ while the GPU is busy, because idle GPUs lower it to save power.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from peerwatch.detect.context import Context, Series, interface_type
-from peerwatch.detect.counters import recent_count, recurrence_score
+from peerwatch.detect.cluster import RowMatch, match_rows
+from peerwatch.detect.context import Context, IntArray, Series, interface_type
+from peerwatch.detect.counters import carried_previous, carried_recent_count, recurrence_score
 from peerwatch.detect.findings import emit
+from peerwatch.detect.stream import grow
 from peerwatch.diagnose.xid import xid_meaning
-from peerwatch.frames import previous_values
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
 XID_FAMILIES = ("DCGM_FI_DEV_XID_ERRORS", "dcgm_xid_errors")
@@ -46,10 +49,46 @@ class StateSettings:
     history: int = 20  # steps over which recurring throttling adds up
 
 
-def _was(v: FloatArray, value: float) -> BoolArray:
-    """Whether the series held ``value`` at some earlier step."""
+@dataclass
+class StateMemory:
+    """Steps scanned since the run's start and, by frame name: each XID row's last present value and
+    first present step, whether each link row was ever healthy and is watched at all, each PCIe row's
+    best so far and its GPU's utilisation row, each throttle reason's flags over the last steps."""
+
+    steps: int = 0
+    xid_last: dict[str, FloatArray] = field(default_factory=dict)
+    xid_first: dict[str, IntArray] = field(default_factory=dict)  # -1: never present
+    was_healthy: dict[str, BoolArray] = field(default_factory=dict)
+    watched: dict[str, BoolArray] = field(default_factory=dict)
+    pcie_best: dict[str, FloatArray] = field(default_factory=dict)  # -inf: never seen
+    util_rows: dict[str, RowMatch] = field(default_factory=dict)
+    throttled: dict[tuple[str, int], BoolArray] = field(default_factory=dict)  # (frame, bits): last history-1 steps
+
+    def copy(self) -> StateMemory:
+        """A copy whose dicts can take new arrays without touching this one's (arrays are never changed in place)."""
+        return StateMemory(
+            self.steps,
+            dict(self.xid_last),
+            dict(self.xid_first),
+            dict(self.was_healthy),
+            dict(self.watched),
+            dict(self.pcie_best),
+            dict(self.util_rows),
+            dict(self.throttled),
+        )
+
+
+def _was(v: FloatArray, value: float, before: BoolArray | None) -> BoolArray:
+    """Whether the series held ``value`` at some earlier step (``before``: at some step before the chunk)."""
     seen = np.nan_to_num(v, nan=-1e300) == value
-    return np.logical_or.accumulate(seen, axis=1)
+    was = np.logical_or.accumulate(seen, axis=1)
+    if before is not None:
+        was |= grow(before, v.shape[0], False)[:, None]
+    return was
+
+
+def _gpu(s: Series, r: int) -> Hashable:
+    return int(s.node_index[r]), s.components[r]
 
 
 class StateDetector:
@@ -59,29 +98,38 @@ class StateDetector:
         self.settings = settings or StateSettings()
 
     def detect(self, ctx: Context) -> list[Finding]:
+        return self.scan(ctx, None)[0]
+
+    def scan(self, ctx: Context, state: StateMemory | None) -> tuple[list[Finding], StateMemory]:
+        # The methods read the past from ``mem`` and put the new past in its place.
+        mem = state.copy() if state is not None else StateMemory()
         by_name = ctx.by_name()
         out: list[Finding] = []
         for name in XID_FAMILIES:
             if name in by_name:
-                out.extend(self._xid(ctx, by_name[name]))
+                out.extend(self._xid(ctx, by_name[name], mem))
         for name, (healthy, hint, score) in LINK_STATES.items():
             if name in by_name:
-                out.extend(self._link(ctx, by_name[name], healthy, hint, score))
+                out.extend(self._link(ctx, by_name[name], healthy, hint, score, mem))
         util = by_name.get("DCGM_FI_DEV_GPU_UTIL") or by_name.get("all_smi_gpu_utilization")
         for name, what in PCIE.items():
             if name in by_name:
-                out.extend(self._pcie(ctx, by_name[name], what, util))
+                out.extend(self._pcie(ctx, by_name[name], what, util, mem))
         for name in THROTTLE_FAMILIES:
             if name in by_name:
-                out.extend(self._throttle(ctx, by_name[name]))
-        return out
+                out.extend(self._throttle(ctx, by_name[name], mem))
+        mem.steps += ctx.steps
+        return out, mem
 
-    def _xid(self, ctx: Context, s: Series) -> list[Finding]:
-        v = s.values
-        prev = previous_values(v)
-        first = np.argmax(~np.isnan(v), axis=1)
-        # A new XID: the value changed, or a new series (newer exporters: one per err_code) appeared mid-window.
-        appeared = (np.arange(v.shape[1])[None, :] == first[:, None]) & (first[:, None] > 2)
+    def _xid(self, ctx: Context, s: Series, mem: StateMemory) -> list[Finding]:
+        v, name = s.values, s.frame.name
+        prev, mem.xid_last[name] = carried_previous(v, mem.xid_last.get(name))
+        present = ~np.isnan(v)
+        first = grow(mem.xid_first.get(name, np.zeros(0, dtype=np.int64)), v.shape[0], -1)
+        first = np.where(first >= 0, first, np.where(present.any(axis=1), mem.steps + np.argmax(present, axis=1), -1))
+        mem.xid_first[name] = first
+        # A new XID: the value changed, or a new series (newer exporters: one per err_code) appeared mid-run.
+        appeared = ((mem.steps + np.arange(v.shape[1]))[None, :] == first[:, None]) & (first[:, None] > 2)
         new = (v > 0) & ((~np.isnan(prev) & (v != prev)) | appeared)
         out = []
         for r, c in zip(*np.nonzero(new), strict=True):
@@ -104,18 +152,21 @@ class StateDetector:
             )
         return out
 
-    def _link(self, ctx: Context, s: Series, healthy: float, hint: str, score: float) -> list[Finding]:
-        v = s.values
-
-        if s.family.entity_labels and s.frame.name.startswith("node_network_"):
-            keep = np.array(
-                [interface_type(c.removeprefix("net/")) not in ("container", "loopback") for c in s.components]
-            )
-            if not keep.any():
-                return []
-        else:
-            keep = np.ones(v.shape[0], dtype=bool)
-        down = keep[:, None] & ~np.isnan(v) & (v != healthy) & _was(v, healthy)
+    def _link(
+        self, ctx: Context, s: Series, healthy: float, hint: str, score: float, mem: StateMemory
+    ) -> list[Finding]:
+        v, name = s.values, s.frame.name
+        keep = mem.watched.get(name, np.zeros(0, dtype=bool))
+        if keep.size < v.shape[0]:  # rows new to the run: is each an interface worth watching
+            by_interface = bool(s.family.entity_labels) and name.startswith("node_network_")
+            more = [
+                not by_interface or interface_type(c.removeprefix("net/")) not in ("container", "loopback")
+                for c in s.components[keep.size :]
+            ]
+            keep = mem.watched[name] = np.concatenate([keep, np.array(more, dtype=bool)])
+        was = _was(v, healthy, mem.was_healthy.get(name))
+        mem.was_healthy[name] = was[:, -1].copy()
+        down = keep[:, None] & ~np.isnan(v) & (v != healthy) & was
         return emit(
             ctx,
             s,
@@ -128,20 +179,23 @@ class StateDetector:
             hint,
         )
 
-    def _pcie(self, ctx: Context, s: Series, what: str, util: Series | None) -> list[Finding]:
-        v = s.values
+    def _pcie(self, ctx: Context, s: Series, what: str, util: Series | None, mem: StateMemory) -> list[Finding]:
+        v, name = s.values, s.frame.name
         usual = np.fmax.accumulate(np.nan_to_num(v, nan=0.0), axis=1)  # the link's best so far
-        with np.errstate(all="ignore"):
+        if name in mem.pcie_best:
+            usual = np.fmax(usual, grow(mem.pcie_best[name], v.shape[0], -np.inf)[:, None])
+        mem.pcie_best[name] = usual[:, -1].copy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a step where every link is silent (common step by step)
             peers = np.nanmax(v, axis=0)
         best = np.fmax(usual, peers)
         low = ~np.isnan(v) & (v < best)
         if what == "gen":
-            busy = _busy(ctx, s, util)
-            low &= busy
+            low &= _busy(s, util, mem)
         score = np.where(low, 4.0 + 4.0 * (1.0 - v / np.where(best > 0, best, 1.0)), 0.0)
         return emit(ctx, s, score, best, None, self.settings.report, self.name, f"PCIe {what}; best", "pcie_downgrade")
 
-    def _throttle(self, ctx: Context, s: Series) -> list[Finding]:
+    def _throttle(self, ctx: Context, s: Series, mem: StateMemory) -> list[Finding]:
         bits = np.nan_to_num(s.values, nan=0.0).astype(np.int64)
         out = []
         for mask, hint in ((THERMAL_BITS, "thermal_throttle"), (POWER_BITS, "power_throttle")):
@@ -149,16 +203,18 @@ class StateDetector:
             share = on.mean(axis=0) if on.shape[0] else np.zeros(on.shape[1])
             # Throttling comes and goes (periodic clock drops): score how often it happened lately.
             mine = on & (share < self.settings.shared)[None, :]
-            score = recurrence_score(recent_count(mine, self.settings.history))
+            key = (s.frame.name, mask)
+            recent, mem.throttled[key] = carried_recent_count(mem.throttled.get(key), mine, self.settings.history)
+            score = recurrence_score(recent)
             out.extend(emit(ctx, s, score, None, None, self.settings.report, self.name, "throttle reasons", hint))
         return out
 
 
-def _busy(ctx: Context, s: Series, util: Series | None) -> BoolArray:
+def _busy(s: Series, util: Series | None, mem: StateMemory) -> BoolArray:
     """Whether each GPU series' GPU is busy at each step (unknown counts as not busy)."""
     if util is None:
         return np.zeros(s.values.shape, dtype=bool)
-    index = {(int(n), c): r for r, (n, c) in enumerate(zip(util.node_index, util.components, strict=True))}
-    rows = np.array([index.get((int(n), c), -1) for n, c in zip(s.node_index, s.components, strict=True)])
+    match = mem.util_rows[s.frame.name] = match_rows(s, util, _gpu, mem.util_rows.get(s.frame.name))
+    rows = match.rows
     u = np.where(rows[:, None] >= 0, util.values[np.maximum(rows, 0)], np.nan)
     return np.nan_to_num(u, nan=0.0) >= BUSY_UTIL
