@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from peerwatch.catalog.load import Catalog
+from peerwatch.engine import kind_by_catalog
+from peerwatch.frames import FrameBuilder
 from peerwatch.model import Alarm, Evidence, SeriesBlock, SeriesKey
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
@@ -72,7 +75,7 @@ def _alarm(i: int, k: int, open_: bool) -> StoredAlarm:
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Service]]:
-    """1,000 nodes (50 spares), 300 alarms of which 50 open, scores on every node, an hour in the buffer."""
+    """1,000 nodes (50 spares), 300 alarms of which 50 open, scores on every node, an hour of judged frames."""
     raw = {
         "source": {"tsdb": {"url": "http://127.0.0.1:1"}},
         "store": {"sqlite": str(tmp_path_factory.mktemp("big") / "s.sqlite")},
@@ -96,7 +99,9 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
     groups = {_name(i): busy if i < NODES - SPARES - LIGHT else light for i in range(NODES - SPARES)}
     groups.update((_name(i), idle) for i in range(NODES - SPARES, NODES))
     service.health = Health(scores=scores, groups=groups)
-    service.buffer.add(_buffer_blocks(rng))
+    catalog = Catalog.default()  # what the evaluations would have left for the plots and the catalogue page
+    builder = FrameBuilder(30.0, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=END)
+    service.evaluator.history.add(builder.add_all(_buffer_blocks(rng)).build())
     service.evaluated_until = END
     app = create_app(service, run=False)  # the dashboard is part of the app
     with TestClient(app) as client:

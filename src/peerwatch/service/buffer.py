@@ -1,4 +1,4 @@
-"""A rolling in-memory window of samples, fed by every fetch and read back as one block per series.
+"""The samples fetched and not yet judged (at most the last ``span`` seconds), read back as one block per series.
 
 Series keys are interned to integer ids, so a fetch is stored as three flat arrays (ids, times,
 values) however many series it holds; reading the window regroups them per series with one stable
@@ -81,30 +81,46 @@ class SampleBuffer:
             self._mtypes[i] = block.mtype
         return i
 
+    def release(self, until: float) -> None:
+        """Forget the fetches whose samples are all at or before ``until`` (judged: not needed again)."""
+        with self._lock:
+            while self._chunks and self._chunks[0].newest <= until:
+                self._chunks.popleft()
+
     def _trim(self, before: float) -> None:
         while self._chunks and self._chunks[0].newest < before:
             self._chunks.popleft()
 
     def blocks(self, start: float, end: float) -> Iterator[SeriesBlock]:
         """One block per series with its samples in ``(start, end]``, in time order."""
-        with self._lock:
-            chunks = [c for c in self._chunks if c.newest > start]
-            keys, mtypes = list(self._keys), list(self._mtypes)
-        if not chunks:
-            return
-        ids = np.concatenate([c.ids for c in chunks])
-        ts = np.concatenate([c.ts for c in chunks])
-        vals = np.concatenate([c.values for c in chunks])
-        inside = (ts > start) & (ts <= end)
-        ids, ts, vals = ids[inside], ts[inside], vals[inside]
+        ids, ts, vals = self.between(start, end)
         if not ids.size:
             return
+        with self._lock:
+            keys, mtypes = list(self._keys), list(self._mtypes)
         order = np.lexsort((ts, ids))
         ids, ts, vals = ids[order], ts[order], vals[order]
         bounds = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1], True])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             i = int(ids[a])
             yield SeriesBlock(keys[i], ts[a:b], vals[a:b], mtypes[i])
+
+    def between(self, start: float, end: float) -> tuple[IntArray, FloatArray, FloatArray]:
+        """The samples in ``(start, end]`` as flat arrays (series id, time, value), in no particular order."""
+        with self._lock:
+            chunks = [c for c in self._chunks if c.newest > start]
+        if not chunks:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+        ids = np.concatenate([c.ids for c in chunks])
+        ts = np.concatenate([c.ts for c in chunks])
+        vals = np.concatenate([c.values for c in chunks])
+        inside = (ts > start) & (ts <= end)
+        return ids[inside], ts[inside], vals[inside]
+
+    def series_of(self, first: int, stop: int) -> list[tuple[SeriesKey, str | None]]:
+        """Key and declared type of the series with ids ``first..stop-1``."""
+        with self._lock:
+            return list(zip(self._keys[first:stop], self._mtypes[first:stop], strict=True))
 
     @property
     def series(self) -> int:

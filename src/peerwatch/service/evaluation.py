@@ -1,21 +1,25 @@
-"""One evaluation: the buffer's window into frames, through the engine, into alarms and latest scores.
+"""The live evaluation: each new step's samples through the streamed engine, into alarms and latest scores.
 
-The same stages as ``peerwatch analyze`` (``engine.context_of``, ``engine.detect``, the policy),
-kept apart only so that the findings of the newest step are at hand for ``/metrics``.
+The same stages as ``peerwatch analyze`` (``engine.Engine`` runs the detectors and the policy with
+their state carried, detect/stream.py), so a step is judged once, in the time its own samples
+take, not by re-running the engine over a window. The first evaluation judges every step the
+buffer holds (a TSDB source's first read is the whole window: the engine starts with that history).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.policy import Policy
-from peerwatch.engine import context_of, detect, kind_by_catalog
-from peerwatch.frames import FrameBuilder
-from peerwatch.model import Alarm, ProblemLog
+from peerwatch.engine import Engine, kind_by_catalog
+from peerwatch.model import Alarm
 from peerwatch.service.buffer import SampleBuffer
+from peerwatch.service.chunks import ChunkFrames
+from peerwatch.service.history import FrameHistory
 from peerwatch.service.workload import WorkloadGroup, groups_at_end
 
 ScoreKey = tuple[str, str, str]  # node, component, metric
@@ -23,12 +27,12 @@ ScoreKey = tuple[str, str, str]  # node, component, metric
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The engine's view of one window."""
+    """The engine's view after one evaluation."""
 
-    start: float  # first step with data
-    end: float  # last step
+    start: float  # the engine's memory: its first step, or the window before ``end`` if later
+    end: float  # last step judged
     nodes: tuple[str, ...]
-    alarms: tuple[Alarm, ...]
+    alarms: tuple[Alarm, ...]  # open at ``end``, or resolved since the last committed evaluation
     scores: dict[ScoreKey, float] = field(default_factory=dict)  # findings at the last step
     series: int = 0
     seconds: float = 0.0
@@ -36,14 +40,35 @@ class Evaluation:
 
 
 class Evaluator:
-    """Runs the engine over the buffer's window ending at a step."""
+    """Judges the steps the buffer holds after the last one judged."""
 
     def __init__(
-        self, step: float, window: float, node_labels: tuple[str, ...], catalog: Catalog | None = None
+        self,
+        step: float,
+        window: float,
+        node_labels: tuple[str, ...],
+        catalog: Catalog | None = None,
     ) -> None:
-        self.step, self.window, self.node_labels = step, window, node_labels
+        self.step, self.window = step, window
         self.catalog = catalog or Catalog.default()
         self.policy = Policy()
+        # The service judges its own sight (blind.py) from the source itself; the engine's reading
+        # of "everything silent at once" in the data would be the same incident twice.
+        self.engine = Engine(self.catalog, policy=self.policy, ignore=lambda f: f.hint == "monitoring_blind")
+        self.frames = ChunkFrames(
+            step,
+            kind_of=kind_by_catalog(self.catalog),
+            node_labels=node_labels,
+            node_labels_for=self.catalog.node_labels,
+        )
+        self.history = FrameHistory(step, window)  # what the dashboard plots
+        self.first: int | None = None  # the engine's first step
+        self.done: int | None = None  # the last step judged
+        self.resolved: dict[str, Alarm] = {}  # resolutions reported until a commit took them
+
+    def committed(self) -> None:
+        """The last evaluation is stored: its resolutions need not be reported again."""
+        self.resolved.clear()
 
     @property
     def quiet(self) -> float:
@@ -51,38 +76,41 @@ class Evaluator:
         return self.policy.settings.quiet_sure * self.step
 
     def evaluate(self, buffer: SampleBuffer, end: float, now: float) -> Evaluation | None:
-        """Alarms over ``(end - window, end]``; None when the buffer holds nothing there."""
+        """Judge the steps after the last judged up to ``end``; None when there is nothing (yet) to judge."""
         t0 = time.perf_counter()
-        builder = FrameBuilder(
-            self.step,
-            problems=ProblemLog(limit=20),
-            kind_of=kind_by_catalog(self.catalog),
-            node_labels=self.node_labels,
-            node_labels_for=self.catalog.node_labels,
-            now=now,
-        )
-        builder.add_all(buffer.blocks(end - self.window, end))
-        frames = builder.build()
+        last = math.floor(end / self.step + 1e-9)
+        if self.done is None:
+            oldest = buffer.oldest()
+            if oldest is None:
+                return None
+            first = max(math.ceil(oldest / self.step - 1e-9), last - round(self.window / self.step) + 1)
+        else:
+            first = self.done + 1
+            if first > last:
+                return None
+        frames = self.frames.frames(buffer, first, last, now)
         if not frames:
             return None
-        ctx = context_of(frames, self.catalog)
-        # The service judges its own sight (blind.py) from the source itself; the engine's reading
-        # of "everything silent at once" in the data would be the same incident twice.
-        findings = [f for f in detect(ctx) if f.hint != "monitoring_blind"]
-        alarms = self.policy.decide(ctx, findings)
-        last = ctx.start + (ctx.steps - 1) * ctx.step
+        scan = self.engine.scan(frames)
+        self.history.add(frames)
+        self.resolved.update((a.id, a) for a in scan.alarms if a.resolved_ts is not None)
+        alarms = {**self.resolved, **{a.id: a for a in scan.alarms}}
+        self.first = first if self.first is None else self.first
+        self.done = last
+        buffer.release(last * self.step)
+        assert self.first is not None
         scores: dict[ScoreKey, float] = defaultdict(float)
-        for f in findings:
-            if f.ts >= last:
+        for f in scan.findings:
+            if f.ts >= last * self.step:
                 key = (f.node, f.component, f.evidence.metric)
                 scores[key] = max(scores[key], f.score)
         return Evaluation(
-            start=ctx.start,
-            end=last,
-            nodes=tuple(ctx.nodes),
-            alarms=tuple(alarms),
+            start=max(self.first, last - round(self.window / self.step) + 1) * self.step,
+            end=last * self.step,
+            nodes=scan.ctx.nodes,
+            alarms=tuple(sorted(alarms.values(), key=lambda a: (a.ts, a.node))),
             scores=dict(scores),
-            series=sum(len(f.keys) for f in frames.values()),
+            series=self.frames.series,
             seconds=time.perf_counter() - t0,
-            groups=groups_at_end(ctx),
+            groups=groups_at_end(scan.ctx),
         )

@@ -1,16 +1,17 @@
 """Reconciling each evaluation's alarms with the stored ones: one incident, one alarm, across windows and restarts.
 
-The engine re-derives every alarm over a sliding window, so the same incident can come back with
-another opening time (its start slid out of the window, or the service restarted with less
+The engine reports after each evaluation the incidents it has open and those it just resolved.
+After a restart it re-derives them from its warm-up window, so the same incident can come back
+with another opening time (its start was before the window, or the service restarted with less
 history). The rules, in order, for each engine alarm:
 
 1. the same (node, opened ts) as a stored alarm: it is that alarm; an open one takes the engine's
    diagnosis, evidence, score and resolution;
 2. a stored alarm on the node that is still open, opened no later, and not matched by rule 1: the
    incident goes on; it keeps its identity and diagnosis, takes the higher score and any resolution;
-3. an opening at a time already judged (at or before the last evaluated step, less ``grace`` for
-   late samples): an artefact of the shifted window, since a live run at that time did not raise it;
-   dropped;
+3. an opening at a time already judged (at or before the last evaluated step, less ``grace``): an
+   artefact of the shorter history after a restart, since the run that judged that time did not
+   raise it; dropped;
 4. otherwise a new alarm.
 
 A stored open alarm that no engine alarm matched resolves once its node has been quiet for
@@ -36,7 +37,7 @@ class Judged:
     start: float  # data time of the first step with data
     end: float  # data time of the last step evaluated
     evaluated_until: float | None  # last step of earlier evaluations (None: never evaluated)
-    grace: float  # late samples may still open alarms this far back
+    grace: float  # openings this close to the last evaluated step are news even after a restart
     quiet: float  # data seconds without an engine alarm before a stored one resolves
     wall: float
 

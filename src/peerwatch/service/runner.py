@@ -4,8 +4,9 @@ Up to four threads: the collector polls the source once per step into the sample
 evaluator takes the newest collection, runs the engine over the window, reconciles its alarms
 with the store and commits the step in one transaction; the notifier keeps Alertmanager in step
 with the store; the publisher writes each step back to VictoriaMetrics and posts alarm changes to a
-webhook. When the evaluator is slower than the step it skips to the newest collection:
-every evaluation covers the whole window, so a skipped step delays alarms but loses none.
+webhook. When the evaluator is slower than the step it skips to the newest collection: each
+evaluation judges every step since the last one (the engine streams, detect/stream.py), so a
+skipped collection delays alarms but loses none.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from peerwatch.service.writeback import WriteBack
 from peerwatch.sources.scrape import Target
 
 log = logging.getLogger("peerwatch.service")
-GRACE_STEPS = 4  # late samples may still open an alarm this many steps back
+GRACE_STEPS = 4  # after a restart, openings this close to the last judged step are news
 MAX_CATCHUP = 10  # steps a late collector catches up on before it skips to now
 
 
@@ -140,6 +141,7 @@ class Service:
         self.store.commit(
             StepChanges(rows, nodes=ev.nodes if ev else (), seen_ts=ev.end if ev else 0.0, evaluated_until=until)
         )
+        self.evaluator.committed()
         changed = [r for r in rows if before.get(r.id) != _visible(r)]
         for r in changed:
             a = r.alarm

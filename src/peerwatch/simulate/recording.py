@@ -9,7 +9,7 @@ its own generator seeded with ``(seed, stage)``, so the same seed gives byte-ide
 from __future__ import annotations
 
 import gzip
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,15 +87,20 @@ class Simulation:
             self.schedule.attempted.reshape(n * x, -1),
         )
 
-    def blocks(self, names: Collection[str] | None = None) -> Iterator[SeriesBlock]:
-        """One block per series with the samples Prometheus would have stored."""
+    def blocks(
+        self, names: Collection[str] | None = None, steps: slice = slice(None), sets: Iterable[SeriesSet] | None = None
+    ) -> Iterator[SeriesBlock]:
+        """One block per series with the samples Prometheus would have stored (on grid ``steps``;
+        from ``sets`` when the series are already realised)."""
         scraped, times = self.scraped(), self.schedule.times
         x_count = len(EXPORTERS)
-        for ss in self.series(names):
+        window = np.zeros(self.grid.steps, dtype=bool)
+        window[steps] = True
+        for ss in self.series(names) if sets is None else sets:
             for s in range(len(ss.labels)):
                 n = int(ss.nodes[s])
                 x = ss.exporter if ss.exporter >= 0 else s % x_count
-                mask = scraped[n, x] if ss.exporter >= 0 else np.ones(self.grid.steps, dtype=bool)
+                mask = scraped[n, x] & window if ss.exporter >= 0 else window
                 if ss.present is not None:
                     mask = mask & ss.present[s]
                 if not mask.any():

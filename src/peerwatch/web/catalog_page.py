@@ -13,9 +13,7 @@ from typing import Any
 from peerwatch.catalog.activity import ActivityFilter
 from peerwatch.catalog.load import Catalog
 from peerwatch.catalog.report import build_report, report_json
-from peerwatch.frames import FrameBuilder
-from peerwatch.model import ProblemLog
-from peerwatch.service.buffer import SampleBuffer
+from peerwatch.service.history import FrameHistory
 from peerwatch.web.page import esc, table
 
 EVERY = 20  # steps of data time a report is kept
@@ -32,20 +30,16 @@ class CatalogCache:
         self._report: dict[str, Any] | None = None
         self._building: threading.Thread | None = None
 
-    def report(
-        self, buffer: SampleBuffer, step: float, window: float, node_labels: tuple[str, ...]
-    ) -> dict[str, Any] | None:
+    def report(self, history: FrameHistory, window: float) -> dict[str, Any] | None:
         """The newest report built (None before the first), starting a rebuild if it is stale."""
-        end = buffer.newest
+        end = history.newest
         if end is None:
             return EMPTY
-        key = end // (EVERY * step)
+        key = end // (EVERY * history.step)
         with self._lock:
             stale = self._report is None or key != self._key
             if stale and self._building is None:
-                self._building = threading.Thread(
-                    target=self._build, args=(buffer, step, window, node_labels, key), daemon=True
-                )
+                self._building = threading.Thread(target=self._build, args=(history, window, key), daemon=True)
                 self._building.start()
             return self._report
 
@@ -55,11 +49,9 @@ class CatalogCache:
         if thread is not None:
             thread.join(timeout)
 
-    def _build(
-        self, buffer: SampleBuffer, step: float, window: float, node_labels: tuple[str, ...], key: float | None
-    ) -> None:
+    def _build(self, history: FrameHistory, window: float, key: float | None) -> None:
         try:
-            report = build(buffer, step, window, node_labels)
+            report = build(history, window)
             with self._lock:
                 self._key, self._report = key, report
         finally:
@@ -67,21 +59,11 @@ class CatalogCache:
                 self._building = None
 
 
-def build(buffer: SampleBuffer, step: float, window: float, node_labels: tuple[str, ...]) -> dict[str, Any]:
-    """The catalogue report (``report_json``) over the buffer's window, values taken raw."""
-    end = buffer.newest
-    catalog = Catalog.default()
-    builder = FrameBuilder(
-        step,
-        problems=ProblemLog(limit=20),
-        kind_of=lambda _name, _declared, _values: "gauge",  # raw values: did anything move?
-        node_labels=node_labels,
-        node_labels_for=catalog.node_labels,
-        now=end,
-    )
-    if end is not None:
-        builder.add_all(buffer.blocks(end - window, end))
-    return report_json(build_report(builder.build(), catalog, ActivityFilter.default()))
+def build(history: FrameHistory, window: float) -> dict[str, Any]:
+    """The catalogue report (``report_json``) over the judged frames of the window (counters as rates)."""
+    end = history.newest
+    frames = {} if end is None else history.frames(end - window, end)
+    return report_json(build_report(frames, Catalog.default(), ActivityFilter.default()))
 
 
 def _tallies(title: str, tallies: Mapping[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """A node's series against its peers' band over time: what the evidence plots draw.
 
-The series come from the service's sample window, aligned and turned into rates exactly as the
-engine sees them (``engine.kind_by_catalog``); peers are found with the engine's own peer keys
+The series are the frames the engine judged, kept over the window (``service.history``: every
+other step at 30 s, counters as rates); peers are found with the engine's own peer keys
 (``detect.context.prepare``): the same metric and variant labels on other entities. Spares are
 left out of the peers (an idle spare is not what a busy node should look like).
 """
@@ -11,17 +11,16 @@ from __future__ import annotations
 import math
 import threading
 import warnings
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.context import prepare
-from peerwatch.engine import kind_by_catalog
-from peerwatch.frames import Frame, FrameBuilder
-from peerwatch.model import FloatArray, ProblemLog, SeriesBlock
-from peerwatch.service.buffer import SampleBuffer
+from peerwatch.frames import Frame
+from peerwatch.model import FloatArray
+from peerwatch.service.history import FrameHistory
 
 LOW, HIGH = 10.0, 90.0  # the band: 10th to 90th percentile of the peers at each step
 
@@ -56,27 +55,6 @@ class PeerBand:
             "low": clean(self.low),
             "high": clean(self.high),
         }
-
-
-def metric_blocks(buffer: SampleBuffer, metric: str, start: float, end: float) -> list[SeriesBlock]:
-    """The window's samples of one metric. The buffer regroups all series to answer (its cost grows
-    with the window); a read filtered by name in ``SampleBuffer.blocks`` would make this cheap."""
-    return [b for b in buffer.blocks(start, end) if b.key.name == metric]
-
-
-def metric_frame(blocks: Iterable[SeriesBlock], step: float, node_labels: tuple[str, ...], now: float) -> Frame | None:
-    """The blocks of one metric as the engine's frame (counters as rates), or None without samples."""
-    catalog = Catalog.default()
-    builder = FrameBuilder(
-        step,
-        problems=ProblemLog(limit=5),
-        kind_of=kind_by_catalog(catalog),
-        node_labels=node_labels,
-        node_labels_for=catalog.node_labels,
-        now=now,
-    )
-    frames = builder.add_all(blocks).build()
-    return next(iter(frames.values()), None)
 
 
 def peer_band(
@@ -141,21 +119,19 @@ def _per_node_mean(values: FloatArray, rows: np.ndarray, nodes: tuple[str, ...])
 
 
 class BandCache:
-    """Frames of the metrics recently plotted, per buffer state: a page of plots reads each metric once."""
+    """Frames of the metrics recently plotted, per history state: a page of plots reads each metric once."""
 
     def __init__(self, size: int = 32) -> None:
         self.size = size
         self._lock = threading.Lock()
         self._frames: dict[tuple[str, float, float, float | None], Frame | None] = {}
 
-    def frame(
-        self, buffer: SampleBuffer, metric: str, start: float, end: float, step: float, node_labels: tuple[str, ...]
-    ) -> Frame | None:
-        key = (metric, start, end, buffer.newest)
+    def frame(self, history: FrameHistory, metric: str, start: float, end: float) -> Frame | None:
+        key = (metric, start, end, history.newest)
         with self._lock:
             if key in self._frames:
                 return self._frames[key]
-        frame = metric_frame(metric_blocks(buffer, metric, start, end), step, node_labels, end)
+        frame = history.frame(metric, start, end)
         with self._lock:
             if len(self._frames) >= self.size:
                 self._frames.pop(next(iter(self._frames)))

@@ -67,15 +67,15 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
             if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
                 raise BadRequest('labels: must be a JSON object of strings, e.g. {"gpu": "3"}')
             wanted = parsed
-        newest = service.buffer.newest
+        history = service.evaluator.history
+        newest = history.newest
         if newest is None:
             return None
         hi = newest if end is None else min(end, newest)
         lo = max(newest - service.config.window, start if start is not None else -float("inf"))
         if hi <= lo:
             return None
-        step, node_labels = service.config.step, tuple(service.config.node_labels)
-        frame = bands.frame(service.buffer, metric, lo, hi, step, node_labels)
+        frame = bands.frame(history, metric, lo, hi)
         if frame is None:
             return None
         spares = {n.node for n in service.store.nodes() if n.spare is not None}
@@ -132,9 +132,7 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
 
     @router.get(prefix + "/catalog", **hidden)
     def catalog() -> HTMLResponse:
-        report = catalogs.report(
-            service.buffer, service.config.step, service.config.window, tuple(service.config.node_labels)
-        )
+        report = catalogs.report(service.evaluator.history, service.config.window)
         return page("Catalogue", render_catalog(report), "catalog")
 
     @router.get(prefix + "/spares", **hidden)
