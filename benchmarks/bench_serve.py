@@ -31,6 +31,7 @@ from peerwatch.frames import FrameBuilder
 from peerwatch.model import SeriesBlock
 from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.evaluation import Evaluator
+from peerwatch.service.memory import return_freed_memory
 from peerwatch.simulate import Scenario, default_spec, simulate
 
 STEP = 30.0
@@ -48,6 +49,7 @@ def feed(nodes: int, hours: float, bounds: list[tuple[int, int]], out: Connectio
 
 def measure(nodes: int, window: float, steps: int, design: str, out: Connection) -> None:
     """Runs in its own process, so that its peak RSS is its own; sends the figures to ``out``."""
+    return_freed_memory()  # as ``peerwatch serve`` does
     warm = round(window / STEP)
     bounds = [(a, min(a + SLICE, warm)) for a in range(0, warm, SLICE)] + [
         (k, k + 1) for k in range(warm, warm + steps)

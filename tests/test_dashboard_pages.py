@@ -163,7 +163,7 @@ def test_every_page_answers_within_budget_at_1000_nodes(big: tuple[TestClient, S
 
 
 def test_plots_at_1000_nodes(big: tuple[TestClient, Service]) -> None:
-    """The evidence plot reads the sample window: reported, and bounded more loosely than a page."""
+    """The evidence plot reads the judged frames: reported, and bounded more loosely than a page."""
     client, _ = big
     node_page = client.get(f"/dashboard/nodes/{_name(7)}").text
     urls = [unescape(u) for u in re.findall(r'data-src="([^"]+)"', node_page)]
@@ -216,7 +216,7 @@ def test_data_is_escaped_and_unknown_ids_are_404(tmp_path: Path) -> None:
         assert client.get("/dashboard/static/../app.py").status_code == 404
         assert "/api/v1/nodes/{node}/peers" in client.get("/openapi.json").json()["paths"]
         empty = client.get("/dashboard/catalog")
-        assert empty.status_code == 200 and "nothing collected yet" in empty.text
+        assert empty.status_code == 200 and "nothing judged yet" in empty.text
     service.store.close()
 
 

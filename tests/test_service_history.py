@@ -6,6 +6,7 @@ import numpy as np
 
 from framekit import make_frame
 from peerwatch.service.history import FrameHistory
+from peerwatch.service.memory import return_freed_memory
 
 STEP = 30.0
 ROWS = [{"instance": f"gpu{n:02d}:9100"} for n in range(3)]
@@ -40,3 +41,7 @@ def test_a_chunk_of_several_steps_and_a_family_silent_in_one_chunk() -> None:
     assert frame is not None
     np.testing.assert_array_equal(frame.values[:, :6], values)
     assert np.isnan(frame.values[:, 6]).all()  # absent from the last chunk: missing, not its old value
+
+
+def test_freed_arrays_go_back_to_the_system_on_glibc() -> None:
+    assert return_freed_memory()  # Debian's C library is glibc: mallopt takes the fixed threshold

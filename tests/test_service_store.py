@@ -1,20 +1,27 @@
 """The stores (SQLite and PostgreSQL, one suite run over both) and alarm reconciliation: identity across
-windows and restarts, final resolutions, the spare pool, concurrent writers."""
+windows and restarts, final resolutions, the spare pool, concurrent writers, one serve per store."""
 
 from __future__ import annotations
 
 import hashlib
+import socket
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from peerwatch.act.spares import AVAILABLE, IN_USE
+from peerwatch.cli import app
 from peerwatch.model import Alarm, Evidence
+from peerwatch.service import Service
 from peerwatch.service.config import StoreConfig, config_from_dict
 from peerwatch.service.errors import ConfigError, Conflict, NotFound
+from peerwatch.service.live_sources import Fetch
 from peerwatch.service.metrics import node_risk
 from peerwatch.service.reconcile import Judged, reconcile
 from peerwatch.service.store import ActionRecord, StepChanges, Store, StoredAlarm
@@ -357,3 +364,42 @@ def test_a_user_who_may_only_read_and_write_the_tables(postgres_url: str) -> Non
         finally:
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_one_serve_per_store_the_lease_is_held_renewed_expires_and_a_dead_holder_holds_nothing(
+    reopen: OpenStore,
+) -> None:
+    a, b = reopen(), reopen()
+    assert a.claim("serve_lease", "hosta:1", 1000.0, 120.0) is None
+    assert b.claim("serve_lease", "hostb:2", 1010.0, 120.0) == "hosta:1"
+    assert a.claim("serve_lease", "hosta:1", 1100.0, 120.0) is None  # renewed until 1220
+    assert b.claim("serve_lease", "hostb:2", 1200.0, 120.0) == "hosta:1"
+    assert b.claim("serve_lease", "hostb:2", 1221.0, 120.0) is None  # expired: taken over
+    assert a.claim("serve_lease", "hosta:1", 1222.0, 120.0) == "hostb:2"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process of this host killed with -9 leaves its lease behind
+    assert b.claim("other", f"{socket.gethostname()}:{gone.pid}", 1000.0, 1e9) is None
+    assert a.claim("other", "hosta:1", 1001.0, 120.0) is None
+    assert a.meta("other") == f"hosta:1 {1121.0!r}"
+
+
+def test_a_second_serve_on_a_held_store_refuses_to_start_and_a_service_that_lost_it_stops(tmp_path: Path) -> None:
+    path = tmp_path / "pw.yaml"
+    path.write_text(
+        f"source:\n  tsdb: {{url: 'http://127.0.0.1:1', timeout: 1s}}\nstore: {{sqlite: {tmp_path}/s.sqlite}}\n"
+    )
+    other = open_store(StoreConfig(sqlite=tmp_path / "s.sqlite"))
+    assert other.claim("serve_lease", "elsewhere:4242", time.time(), 3600.0) is None
+    result = CliRunner().invoke(app, ["serve", "--config", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "another peerwatch serve (elsewhere:4242) holds this store; one serve per store" in result.output
+    service = Service(
+        config_from_dict(
+            {"source": {"tsdb": {"url": "http://127.0.0.1:1"}}, "store": {"sqlite": str(tmp_path / "s.sqlite")}}
+        )
+    )
+    with pytest.raises(Conflict, match="elsewhere:4242"):
+        service.evaluate(Fetch(time.time(), time.time(), 0))
+    assert not service.leader
+    other.close()
+    service.store.close()

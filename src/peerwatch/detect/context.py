@@ -8,6 +8,7 @@ node, the exporter instance or the device's identity (UUID, bus id) are not part
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -165,7 +166,7 @@ def _prepare_frame(frame: Frame, catalog: Catalog, index: Mapping[str, int]) -> 
     peer_keys: dict[tuple[tuple[str, str], ...], int] = {}
     for key in frame.keys:
         d = dict(key.labels)
-        comps.append(family.component(d))
+        comps.append(sys.intern(family.component(d)))  # one string per component, not per series
         variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
         if family.unit is Unit.network_device:
             kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")

@@ -74,6 +74,7 @@ class ChunkFrames:
         self._names: list[str] = []  # family index -> name
         self._family: IntArray = np.zeros(0, dtype=np.int64)  # buffer series id -> family index
         self._row: IntArray = np.zeros(0, dtype=np.int64)  # buffer series id -> row in its family
+        self._nodes: dict[str, str] = {}
 
     def _register(self, buffer: SampleBuffer, stop: int) -> None:
         """Place the buffer's series with ids up to ``stop`` not yet placed: a row each, in id order."""
@@ -88,6 +89,7 @@ class ChunkFrames:
                 self._names.append(key.name)
             fam.declared = fam.declared or mtype
             node = node_of(dict(key.labels), self.node_labels_for(key.name, self.node_labels))
+            node = self._nodes.setdefault(node, node)  # one string per node, not per series
             family[i], row[i] = fam.index, fam.add(key, node)
         for fam in self._families.values():
             fam.grow()

@@ -17,6 +17,7 @@ import typer
 
 from peerwatch.service.config import ServiceConfig, load_config
 from peerwatch.service.errors import ConfigError
+from peerwatch.service.memory import return_freed_memory
 from peerwatch.service.runner import Service
 
 
@@ -61,6 +62,7 @@ def serve_command(
 ) -> None:
     """Run peerwatch live: evaluate every step, keep alarms in the store, serve the API, notify Alertmanager."""
     _logging(log_level)
+    return_freed_memory()
     try:
         settings = load_config(config)
         service = Service(settings)
@@ -73,6 +75,10 @@ def serve_command(
             raise _fail(problem, 1)
         typer.echo(f"ok: {config} is valid and the source answers ({service.source.name})")
         return
+    holder = service.lease()
+    if holder is not None:
+        service.store.close()
+        raise _fail(f"another peerwatch serve ({holder}) holds this store; one serve per store", 1)
     if problem is not None:
         typer.echo(f"warning: {problem}; serving anyway, with a 'monitoring blind' alarm until it answers", err=True)
     typer.echo(f"peerwatch serve: API on http://{settings.api.listen}, source {service.source.name}", err=True)
@@ -95,6 +101,7 @@ def demo_command(
     from peerwatch.service.demo import DemoSettings, narrate, start_demo
 
     _logging("warning")
+    return_freed_memory()
     logging.getLogger("peerwatch").setLevel(logging.ERROR)  # the simulator's deliberate failed scrapes
     logging.getLogger("peerwatch.service").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message="All-NaN slice encountered")  # numpy on a vanished GPU

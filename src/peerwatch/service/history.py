@@ -2,8 +2,9 @@
 
 The engine keeps only its own running state, and the sample buffer forgets what is judged; the
 node page still plots each deviating metric against its peers over the window. So each judged
-frame is kept here as float32, at most ``points`` steps over the window (every other step at 30 s
-over 2 h): a plot needs no finer grid, and at 1,000 nodes the full grid would take a gigabyte.
+frame is kept here as float32, at most ``points`` steps over the window (every fourth step at 30 s
+over 2 h, a point every 2 minutes): a plot needs no finer grid, and at 1,000 nodes the full grid
+would take a gigabyte.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class _Kept:
 class FrameHistory:
     """The last ``window`` seconds of judged frames on a grid of ``step`` x stride; thread-safe."""
 
-    def __init__(self, step: float, window: float, points: int = 120) -> None:
+    def __init__(self, step: float, window: float, points: int = 60) -> None:
         self.step = step
         self.stride = max(1, math.ceil(window / step / points))
         self.capacity = max(1, math.ceil(window / step / self.stride))

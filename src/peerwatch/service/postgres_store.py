@@ -36,6 +36,7 @@ from peerwatch.service.store import (
     alarm_columns,
     alarms_query,
     check_spare,
+    lease_holder,
     stored_alarm,
 )
 
@@ -305,6 +306,14 @@ class PostgresStore:
     def meta(self, key: str) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = %s", (key,))
         return str(rows[0]["value"]) if rows else None
+
+    def claim(self, key: str, owner: str, wall: float, ttl: float) -> str | None:
+        with self._write() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+            holder = lease_holder(None if row is None else str(row["value"]), owner, wall)
+            if holder is None:
+                db.execute(_META, (key, f"{owner} {wall + ttl!r}"))
+            return holder
 
     def close(self) -> None:
         """Close the idle connections; those in use close when their call ends. A later call reconnects."""

@@ -22,11 +22,12 @@ from peerwatch.service.blind import Blindness, blind_changes, blindness
 from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ClockConfig, ServiceConfig
+from peerwatch.service.errors import Conflict
 from peerwatch.service.evaluation import Evaluation, Evaluator
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
 from peerwatch.service.metrics import Health, node_risk
 from peerwatch.service.reconcile import SERVICE_NODE, Judged, reconcile
-from peerwatch.service.store import StepChanges, Store, StoredAlarm
+from peerwatch.service.store import StepChanges, Store, StoredAlarm, lease_owner
 from peerwatch.service.stores import open_store
 from peerwatch.service.webhook import WebhookSink
 from peerwatch.service.writeback import WriteBack
@@ -34,6 +35,8 @@ from peerwatch.sources.scrape import Target
 
 log = logging.getLogger("peerwatch.service")
 GRACE_STEPS = 4  # after a restart, openings this close to the last judged step are news
+LEASE = "serve_lease"  # meta key: which serve process evaluates and notifies from this store
+LEASE_STEPS, LEASE_MIN = 4, 120.0  # it holds for this many steps of wall time, at least this many seconds
 MAX_CATCHUP = 10  # steps a late collector catches up on before it skips to now
 
 
@@ -90,6 +93,7 @@ class Service:
         self.last_fetch: Fetch | None = None
         self.blind: Blindness | None = None
         self.failure: str | None = None  # a thread died
+        self.owner, self.leader = lease_owner(), True  # leader: holds the store's lease (one serve per store)
         self.error: str | None = None  # the last evaluation failed
         self.store.set_spares(config.spares, time.time())
         self._stop = threading.Event()
@@ -111,8 +115,19 @@ class Service:
             log.exception("collecting from %s failed", self.source.name)
             return Fetch(now, now, 0, error=f"{type(exc).__name__}: {exc}")
 
+    def lease(self) -> str | None:
+        """Take or renew this process's lease on the store; the other ``serve`` holding it, if any.
+        Without the lease the service neither commits steps nor notifies: one serve per store."""
+        ttl = max(LEASE_MIN, LEASE_STEPS * self.config.step / self.clock.speed)
+        holder = self.store.claim(LEASE, self.owner, time.time(), ttl)
+        self.leader = holder is None
+        return holder
+
     def evaluate(self, fetch: Fetch) -> list[StoredAlarm]:
-        """Judge the window after ``fetch`` and commit the step; returns the rows written."""
+        """Judge the steps after ``fetch`` and commit them; returns the rows written."""
+        holder = self.lease()
+        if holder is not None:
+            raise Conflict(f"another peerwatch serve ({holder}) holds this store; one serve per store")
         wall = time.time()
         step = self.config.step
         scrape = self.config.source.scrape
@@ -167,8 +182,8 @@ class Service:
         return rows
 
     def notify(self) -> None:
-        """Bring Alertmanager in step with the store (a no-op without one)."""
-        if self.sink is None:
+        """Bring Alertmanager in step with the store (a no-op without one, or without the lease)."""
+        if self.sink is None or not self.leader:
             return
         result = self.sink.sync(self.store)
         if result.error:
@@ -177,8 +192,11 @@ class Service:
 
     def publish(self) -> None:
         """Write the last evaluated step back to VictoriaMetrics and post alarm changes to the webhook
-        (each a no-op when not configured); failures are logged and counted, never raised."""
+        (each a no-op when not configured, and both without the lease); failures are logged and
+        counted, never raised."""
         health = self.health
+        if not self.leader:
+            return
         if self.writeback is not None and self.writeback.due(health):
             assert health.evaluated_until is not None
             everything = self.store.alarms(limit=100_000)

@@ -27,6 +27,7 @@ from peerwatch.service.store import (
     alarm_columns,
     alarms_query,
     check_spare,
+    lease_holder,
     stored_alarm,
 )
 
@@ -222,6 +223,14 @@ class SQLiteStore:
     def meta(self, key: str) -> str | None:
         row = self._db().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+    def claim(self, key: str, owner: str, wall: float, ttl: float) -> str | None:
+        with self._write() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            holder = lease_holder(None if row is None else str(row[0]), owner, wall)
+            if holder is None:
+                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, f"{owner} {wall + ttl!r}"))
+            return holder
 
     def close(self) -> None:
         with self._lock:

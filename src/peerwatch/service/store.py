@@ -10,6 +10,8 @@ node out of service is a fault from its opening to its resolution), so it cannot
 from __future__ import annotations
 
 import math
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -177,6 +179,11 @@ class Store(Protocol):
 
     def meta(self, key: str) -> str | None: ...
 
+    def claim(self, key: str, owner: str, wall: float, ttl: float) -> str | None:
+        """Hold the lease ``key`` for ``owner`` until ``wall + ttl``, atomically, unless another owner
+        holds it (see ``lease_holder``); returns that holder, or None once it is ours."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -327,3 +334,29 @@ def _evidence(item: dict[str, object]) -> Evidence:
         robust_z=num(item.get("robust_z")),
         note=str(item.get("note") or ""),
     )
+
+
+def lease_holder(value: str | None, owner: str, wall: float) -> str | None:
+    """Who else holds a lease stored as ``"host:pid expiry"`` at wall time ``wall`` (None: nobody).
+
+    A lease is free when it expired, is ``owner``'s, or belongs to a process of this host that is
+    gone (a service killed with -9 and restarted at once need not wait for the expiry)."""
+    if value is None:
+        return None
+    holder, _, expiry = value.rpartition(" ")
+    if holder == owner or float(expiry) < wall:
+        return None
+    host, _, pid = holder.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:  # alive, another user's
+            pass
+    return holder
+
+
+def lease_owner() -> str:
+    """This process, as a lease names it."""
+    return f"{socket.gethostname()}:{os.getpid()}"

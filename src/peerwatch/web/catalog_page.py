@@ -1,4 +1,4 @@
-"""The catalogue report over the service's sample window (what ``peerwatch catalog`` prints for files).
+"""The catalogue report over the frames the service judged in its window (what ``peerwatch catalog`` prints for files).
 
 Building it aligns every series of the window (seconds on a large cluster), so it is built in the
 background and kept for ``EVERY`` steps of data time: what a cluster exports changes slowly.
@@ -79,10 +79,10 @@ def render_catalog(report: Mapping[str, Any] | None) -> str:
     if report is None:
         return (
             '<meta http-equiv="refresh" content="3">'
-            '<p class="building">building the report over the sample window; this page reloads by itself</p>'
+            '<p class="building">building the report over the judged window; this page reloads by itself</p>'
         )
     if not report["families"]:
-        return '<p class="muted">the sample window is empty: nothing collected yet</p>'
+        return '<p class="muted">nothing judged yet</p>'
     aside = ", ".join(f"{k}: {v}" for k, v in report["set_aside"].items()) or "none"
     families = table(
         ["family", "exporter", "type", "category", "unit", "bad", "series", "signal", "from"],

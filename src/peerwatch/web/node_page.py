@@ -28,7 +28,7 @@ def render_node(
     alarms: Sequence[StoredAlarm],
     scores: Mapping[ScoreKey, float],
 ) -> str:
-    """Everything known of ``node``; plots load lazily (each reads the sample window)."""
+    """Everything known of ``node``; plots load lazily (each reads a family's judged frames)."""
     mine = sorted(((c, m, s) for (n, c, m), s in scores.items() if n == node), key=lambda x: -x[2])
     head = (
         f"<p>status {badge(str(view['status']))}"

@@ -1,4 +1,4 @@
-"""The dashboard's routes: thin views over the service's store, health and sample window.
+"""The dashboard's routes: thin views over the service's store, health and judged frames.
 
 ``app.include_router(dashboard_router(service))`` mounts the pages under ``/dashboard`` and one
 JSON endpoint, ``GET /api/v1/nodes/{node}/peers``: a node's series against its peers' band.

@@ -16,7 +16,7 @@ async function loadPlot(box) {
 
 function loadPlots() {
   const boxes = Array.from(document.querySelectorAll(".plot[data-src]"));
-  // A few at a time: each one makes the server read the sample window.
+  // A few at a time: each one makes the server read a family's judged frames.
   let next = 0;
   const worker = async () => {
     while (next < boxes.length) await loadPlot(boxes[next++]);
