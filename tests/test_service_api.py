@@ -19,6 +19,8 @@ from peerwatch.service.alertmanager import AlertmanagerSink
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import AlertmanagerConfig
+from peerwatch.service.evaluation import Evaluation
+from peerwatch.service.live_sources import Fetch
 from peerwatch.service.metrics import Health
 from peerwatch.service.store import StepChanges, StoredAlarm
 
@@ -194,7 +196,8 @@ def test_a_swapped_in_spare_is_released_back_to_the_pool(store: dict[str, str]) 
         )
         assert spare() == "available"
         twice = c.post(url, headers=auth)
-        assert twice.status_code == 409 and twice.json()["error"] == "spare gpu010 is available, not in_use"
+        assert twice.status_code == 409
+        assert twice.json()["error"] == "spare gpu010 is available, not in_use or quarantined"
         unknown = c.post("/api/v1/spares/gpu003/release", headers=auth)
         assert unknown.status_code == 404 and "not in the spare pool" in unknown.json()["error"]
 
@@ -203,3 +206,37 @@ def test_a_swapped_in_spare_is_released_back_to_the_pool(store: dict[str, str]) 
         assert actions[1]["note"] == "gpu003 repaired, gpu010 back to spare" and actions[1]["alarm_id"] is None
         offered = c.post(f"/api/v1/alarms/{ident}/remediate", json={"action": "swap", "by": "ops"}, headers=auth)
         assert offered.status_code == 200 and offered.json()["spare"] == "gpu010"  # in the pool again
+
+
+def test_a_spare_is_quarantined_when_an_alarm_opens_on_it_or_by_hand_and_released_after(
+    store: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = make_service(
+        store, remediation={"mode": "execute", "templates": {"drain": [["true"]], "swap_in": [["true"]]}}
+    )
+    on_spare = alarm("gpu010", 1_764_460_830.0, "ecc_hbm")
+    found = Evaluation(1_764_460_800.0, 1_764_460_830.0, ("gpu003", "gpu010"), (on_spare,))
+    monkeypatch.setattr(service.evaluator, "evaluate", lambda *_: found)
+    with serving(service) as c:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+
+        def spare() -> str:
+            return str({n["node"]: n for n in c.get("/api/v1/nodes").json()["nodes"]}["gpu010"]["spare"])
+
+        service.evaluate(Fetch(1_764_460_830.0, 1_764_460_830.0, 1))
+        assert spare() == "quarantined"
+        (auto,) = [a for a in c.get("/api/v1/actions").json()["actions"] if a["kind"] == "quarantine"]
+        assert (auto["node"], auto["by"], auto["alarm_id"]) == ("gpu010", "peerwatch", on_spare.id)
+        opened = {a["node"]: a["id"] for a in c.get("/api/v1/alarms?status=open").json()["alarms"]}
+        body = {"action": "swap", "by": "ops"}
+        swap = c.post(f"/api/v1/alarms/{opened['gpu003']}/remediate", json=body, headers=auth)
+        assert swap.status_code == 409, swap.text
+        assert "no spare available" in swap.json()["error"]
+        url = "/api/v1/spares/gpu010"
+        assert c.post(f"{url}/quarantine", headers=auth).status_code == 409  # quarantined already
+        assert c.post(f"{url}/release", json={"by": "ops", "note": "burn-in passed"}, headers=auth).status_code == 200
+        assert spare() == "available"
+        assert c.post(f"{url}/quarantine", json={"by": "ops"}).status_code == 401
+        resp = c.post(f"{url}/quarantine", json={"by": "ops", "note": "fan noise"}, headers=auth)
+        assert resp.status_code == 200 and resp.json()["state"] == "quarantined" and spare() == "quarantined"
+        assert c.post("/api/v1/spares/gpu003/quarantine", headers=auth).status_code == 404

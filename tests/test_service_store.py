@@ -217,12 +217,12 @@ def test_a_spare_state_change_can_require_the_current_state(reopen: OpenStore) -
     store.set_spares(["gpu010"], 1.0)
     release = ActionRecord(5.0, "release", None, "gpu010", "ops", "repaired", spare="gpu010")
     with pytest.raises(Conflict, match="gpu010 is available, not in_use"):
-        store.record_action(release, AVAILABLE, spare_was=IN_USE)
+        store.record_action(release, AVAILABLE, spare_was=(IN_USE,))
     with pytest.raises(NotFound, match="'gpu011' is not in the spare pool"):
-        store.record_action(replace(release, node="gpu011", spare="gpu011"), AVAILABLE, spare_was=IN_USE)
+        store.record_action(replace(release, node="gpu011", spare="gpu011"), AVAILABLE, spare_was=(IN_USE,))
     assert store.actions() == []  # nothing written by a refused change
     store.record_action(ActionRecord(2.0, "swap", None, "gpu003", "ops", spare="gpu010", mode="execute"), IN_USE)
-    store.record_action(release, AVAILABLE, spare_was=IN_USE)
+    store.record_action(release, AVAILABLE, spare_was=(IN_USE,))
     assert [n.spare for n in store.nodes()] == [AVAILABLE]
     assert [x.kind for x in store.actions()] == ["swap", "release"]
 

@@ -1,8 +1,11 @@
-"""The spare pool: which available spare to swap in, lowest lemon risk first, and giving one back.
+"""The spare pool: which available spare to swap in, lowest lemon risk first, quarantine, and giving one back.
 
 One place decides this for both the dashboard's spares page and ``POST .../remediate``, so the
-spare a person is shown is the spare the service would pick. A spare is ``available`` or, once an
-executed swap brought it into service, ``in_use`` until it is released.
+spare a person is shown is the spare the service would pick. A spare is ``available`` (trusted);
+``in_use`` once an executed swap brought it into service, until it is released; or
+``quarantined``, not offered for swaps, when an alarm opened on it while it was available
+(machines that fail keep failing) or a person put it there, until it is released (after a burn-in,
+say). Only available spares are offered.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from peerwatch.service.store import OUT_OF_SERVICE, ActionRecord, Store, StoredA
 
 AVAILABLE = "available"
 IN_USE = "in_use"
+QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +51,17 @@ def recommend(open_alarms: Sequence[StoredAlarm], views: Sequence[Mapping[str, A
 
 
 def release(store: Store, spare: str, by: str, note: str, wall: float) -> ActionRecord:
-    """Put an in-use spare back in the pool as available, stored as a ``release`` action in the same
-    transaction; NotFound if it is not in the pool, Conflict if it is not in use. No command is run:
-    the pool state is peerwatch's own bookkeeping of which spares it may swap in."""
+    """Put an in-use or quarantined spare back in the pool as available, stored as a ``release`` action
+    in the same transaction; NotFound if it is not in the pool, Conflict if it is available already.
+    No command is run: the pool state is peerwatch's own bookkeeping of which spares it may swap in."""
     action = ActionRecord(wall, "release", None, spare, by, note, spare=spare)
-    store.record_action(action, AVAILABLE, spare_was=IN_USE)
+    store.record_action(action, AVAILABLE, spare_was=(IN_USE, QUARANTINED))
+    return action
+
+
+def quarantine(store: Store, spare: str, by: str, note: str, wall: float, alarm_id: str | None = None) -> ActionRecord:
+    """Take an available spare out of the offer, stored as a ``quarantine`` action in the same
+    transaction; NotFound if it is not in the pool, Conflict if it is not available."""
+    action = ActionRecord(wall, "quarantine", alarm_id, spare, by, note, spare=spare)
+    store.record_action(action, QUARANTINED, spare_was=(AVAILABLE,))
     return action

@@ -118,15 +118,23 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
 
     @app.post("/api/v1/spares/{node}/release", dependencies=[Depends(token)])
     def release_spare(node: str, change: Change | None = None) -> dict[str, Any]:
-        """Give an in-use spare back to the pool as available (404 if not a spare, 409 if not in use);
-        stored as a ``release`` action. No command is run."""
+        """Give an in-use or quarantined spare back to the pool as available (404 if not a spare, 409 if
+        available already); stored as a ``release`` action. No command is run."""
         change = change or Change()
         action = spares.release(service.store, node, change.by, change.note, time.time())
         return {**action.as_json(), "spare": node, "state": spares.AVAILABLE}
 
+    @app.post("/api/v1/spares/{node}/quarantine", dependencies=[Depends(token)])
+    def quarantine_spare(node: str, change: Change | None = None) -> dict[str, Any]:
+        """Stop offering an available spare for swaps (404 if not a spare, 409 if not available); stored
+        as a ``quarantine`` action. ``release`` trusts it again."""
+        change = change or Change()
+        action = spares.quarantine(service.store, node, change.by, change.note, time.time())
+        return {**action.as_json(), "spare": node, "state": spares.QUARANTINED}
+
     @app.get("/api/v1/actions")
     def list_actions(alarm_id: str | None = None) -> dict[str, Any]:
-        """Every action taken (acknowledge, resolve, drain, swap, undrain, release), oldest first."""
+        """Every action taken (acknowledge, resolve, drain, swap, undrain, release, quarantine), oldest first."""
         return {"actions": [a.as_json() for a in service.store.actions(alarm_id)]}
 
     @app.get("/api/v1/nodes")

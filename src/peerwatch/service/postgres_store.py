@@ -290,10 +290,10 @@ class PostgresStore:
         return [action_record(r) for r in self._read(sql + " ORDER BY seq", args)]
 
     def record_action(
-        self, action: ActionRecord, spare_state: str | None = None, *, spare_was: str | None = None
+        self, action: ActionRecord, spare_state: str | None = None, *, spare_was: tuple[str, ...] = ()
     ) -> None:
         with self._write() as db:
-            if spare_was is not None:
+            if spare_was:
                 row = db.execute("SELECT state FROM spares WHERE node = %s", (action.spare,)).fetchone()
                 check_spare(action.spare, None if row is None else row["state"], spare_was)
             _action(db, action)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from peerwatch.act import spares
 from peerwatch.service.alertmanager import AlertmanagerSink
 from peerwatch.service.blind import Blindness, blind_changes, blindness
 from peerwatch.service.buffer import SampleBuffer
@@ -162,6 +163,7 @@ class Service:
             a = r.alarm
             what = "resolved" if not r.open else "opened" if r.id not in before else "changed"
             log.info("alarm %s %s: %s %s %s %s", a.id, what, a.node, a.component, a.diagnosis, a.severity)
+        self._quarantine([r for r in changed if r.open and r.id not in before], wall)
         self.evaluated_until, self.last_fetch, self.blind = until, fetch, blind
         self.health = replace(
             self.health,
@@ -180,6 +182,18 @@ class Service:
             self._changed.set()
         self._publish_due.set()
         return rows
+
+    def _quarantine(self, opened: Sequence[StoredAlarm], wall: float) -> None:
+        """An alarm that opens on an available spare takes it out of the offer (act/spares.py)."""
+        if not opened:
+            return
+        available = {n.node for n in self.store.nodes() if n.spare == spares.AVAILABLE}
+        for r in opened:
+            if r.alarm.node in available:
+                note = f"alarm {r.id} ({r.alarm.diagnosis}) opened on the spare"
+                spares.quarantine(self.store, r.alarm.node, "peerwatch", note, wall, r.id)
+                available.discard(r.alarm.node)
+                log.warning("spare %s quarantined: %s", r.alarm.node, note)
 
     def notify(self) -> None:
         """Bring Alertmanager in step with the store (a no-op without one, or without the lease)."""

@@ -168,11 +168,11 @@ class Store(Protocol):
     def actions(self, alarm_id: str | None = None) -> list[ActionRecord]: ...
 
     def record_action(
-        self, action: ActionRecord, spare_state: str | None = None, *, spare_was: str | None = None
+        self, action: ActionRecord, spare_state: str | None = None, *, spare_was: tuple[str, ...] = ()
     ) -> None:
         """Append ``action``; with ``spare_state``, set its spare's pool state too, atomically.
 
-        With ``spare_was``, only if the spare is in that state now, checked in the same transaction:
+        With ``spare_was``, only if the spare is in one of those states now, checked in the same transaction:
         otherwise nothing is written and :class:`NotFound` (not in the pool) or :class:`Conflict` is raised.
         """
         ...
@@ -311,12 +311,13 @@ def action_record(r: Row) -> ActionRecord:
     )
 
 
-def check_spare(spare: str | None, state: str | None, wanted: str) -> None:
-    """Raise unless the spare's pool ``state`` (None: not in the pool) is ``wanted`` (``record_action(spare_was=)``)."""
+def check_spare(spare: str | None, state: str | None, wanted: tuple[str, ...]) -> None:
+    """Raise unless the spare's pool ``state`` (None: not in the pool) is one of ``wanted``
+    (``record_action(spare_was=)``)."""
     if state is None:
         raise NotFound(f"{spare!r} is not in the spare pool (setting spares)")
-    if state != wanted:
-        raise Conflict(f"spare {spare} is {state}, not {wanted}")
+    if state not in wanted:
+        raise Conflict(f"spare {spare} is {state}, not {' or '.join(wanted)}")
 
 
 def _evidence(item: dict[str, object]) -> Evidence:
