@@ -13,6 +13,7 @@ from peerwatch.detect.peer import PeerDetector
 from peerwatch.engine import context_of
 from peerwatch.frames import Frame, infer_step
 from peerwatch.model import SeriesBlock, SeriesKey
+from streamkit import findings_after_rows_join
 
 START, STEP, STEPS, NODES = 1_764_460_800.0, 30.0, 200, 16
 
@@ -133,3 +134,18 @@ def test_workload_groups_streamed_in_chunks_equal_one_pass_also_when_a_node_join
     _, state = workload_groups(activity[:5, :100], 5, 100)
     rest, _ = workload_groups(activity[:, 100:], 6, 50, state)
     np.testing.assert_array_equal(rest[:5], whole[:5, 100:])
+
+
+def test_a_node_that_joins_later_is_streamed_as_one_scan_judges_it() -> None:
+    rng = np.random.default_rng(8)
+    util, temp = busy(rng)
+    temp[3 * 8 + 2, 150:] += 12.0  # gpu03's GPU 2 runs hot
+    util[-8:, :60] = temp[-8:, :60] = np.nan  # gpu15 reports from step 60 on
+    whole = context_of(frames(util, temp), Catalog.default())
+    rows = gpu_rows()[:-8]
+    partial = context_of(
+        {name: make_frame(name, rows, f.values[:-8], START, STEP) for name, f in frames(util, temp).items()},
+        Catalog.default(),
+    )
+    later, want = findings_after_rows_join(PeerDetector(), partial, whole, 60)
+    assert later == want and {f.node for f in want} == {"gpu03"}

@@ -17,8 +17,8 @@ import numpy.typing as npt
 from peerwatch.catalog.schema import Category, Direction, Unit
 from peerwatch.detect.context import Context, IntArray, Series, per_node
 from peerwatch.detect.findings import emit
-from peerwatch.detect.groups import IDLE, UNKNOWN, settled
-from peerwatch.detect.stream import keep_tail, with_tail
+from peerwatch.detect.groups import IDLE, MAIN, settled
+from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import BoolArray, Finding, FloatArray
 
 PER_NODE = frozenset({Unit.cpu_core})  # compared as the node's mean over them
@@ -81,10 +81,12 @@ def peer_z(
     settings: PeerSettings,
     rel_floor: float | None = None,
     usual: Usual | None = None,
+    scales: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Robust z, peer median and robust scale of every cell, NaN where the cell has too few peers.
 
-    ``usual`` carries each peer group's typical level and spread from earlier chunks and is updated."""
+    ``usual`` carries each peer group's typical level and spread from earlier chunks and is updated;
+    ``scales`` (peer keys x GROUPS x steps, NaN-filled), if given, receives each peer group's scale."""
     usual = {} if usual is None else usual
     z = np.full(values.shape, np.nan)
     med_out = np.full(values.shape, np.nan)
@@ -114,6 +116,8 @@ def peer_z(
             z[rows] = np.where(cell, zz, z[rows])
             med_out[rows] = np.where(cell, med, med_out[rows])
             scale_out[rows] = np.where(cell, scale, scale_out[rows])
+            if scales is not None:
+                scales[key, group] = np.where(ok, scale, np.nan)
     return z, med_out, scale_out
 
 
@@ -217,14 +221,18 @@ def sustained(score: FloatArray, steps: int) -> FloatArray:
     return out
 
 
+GROUPS = 3  # workload group codes a peer group can have (groups.py: IDLE, MAIN, OTHER)
+
+
 @dataclass
 class _SeriesState:
-    """One family's past: deviations from peers (float32: the offset's precision is far finer than
-    any scale) over the offset's look-back, the last directional scores, and its peer groups' usual
-    level and spread in both comparisons."""
+    """One family's past over the offset's look-back: deviations from peers (float32: the offset's
+    precision is far finer than any scale) and each peer group's scale (peer keys x GROUPS x steps),
+    from which the clipped deviations are found again; the last directional scores; its peer groups'
+    usual level and spread in both comparisons."""
 
     dev: Float32Array
-    clipped: Float32Array
+    scales: FloatArray
     score: FloatArray
     usual: Usual = field(default_factory=dict)
     usual_after: Usual = field(default_factory=dict)
@@ -232,10 +240,12 @@ class _SeriesState:
 
 @dataclass
 class PeerState:
-    """Steps scanned, the nodes' workload groups over the last ``settle`` steps, and each family's past."""
+    """Steps scanned, the nodes' workload groups over the last ``settle`` steps, the groups they were
+    compared in over the offset's look-back (-1: not compared), and each family's past."""
 
     steps: int = 0
     groups: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    compared: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))  # nodes' peer groups
     families: dict[str, _SeriesState] = field(default_factory=dict)
 
 
@@ -256,43 +266,57 @@ class PeerDetector:
         # Idle nodes do no common work: what little they do (a login, a cron job, a light job below
         # the idle line) differs from node to node and says nothing about their health. Their
         # hardware is still watched by the counter, state and presence detectors.
-        groups = with_tail(state.groups, ctx.groups, UNKNOWN)
+        groups = with_tail(state.groups, ctx.groups, MAIN)  # a node not seen before was MAIN (no level yet)
         lead = groups.shape[1] - ctx.steps
         node_groups = settled(groups, st.settle)[:, lead:]
         node_groups = np.where(node_groups == IDLE, -1, node_groups)
         for g in np.unique(node_groups[node_groups >= 0]):
             members = node_groups == g
             node_groups[members & (members.sum(axis=0) < st.min_nodes)] = -1
+        compared = with_tail(state.compared, node_groups, -1)
         out: list[Finding] = []
         for s in ctx.series:
             if s.family.category not in COMPARED or s.family.bad is Direction.none:
                 continue
-            out.extend(self._series(ctx, s, node_groups, state))
+            out.extend(self._series(ctx, s, compared, state))
         state.groups = keep_tail(groups, st.settle)
+        state.compared = keep_tail(compared, st.offset_window + st.offset_delay - 1)
         state.steps += ctx.steps
         return out, state
 
-    def _series(self, ctx: Context, s: Series, node_groups: IntArray, state: PeerState) -> list[Finding]:
+    def _series(self, ctx: Context, s: Series, compared: IntArray, state: PeerState) -> list[Finding]:
+        """``compared``: each node's peer group over the look-back and this chunk."""
         st = self.settings
         if s.family.unit in PER_NODE:
             s = per_node(s)
-        rows = s.values.shape[0]
+        rows, keys = s.values.shape[0], int(s.peer_key.max(initial=-1)) + 1
         past = state.families.get(s.frame.name)
         if past is None:
-            empty = np.zeros((rows, 0), dtype=np.float32)
-            past = state.families[s.frame.name] = _SeriesState(empty, empty, np.zeros((rows, 0)))
-        groups = np.where(s.node_index[:, None] >= 0, node_groups[np.maximum(s.node_index, 0)], -1)
+            past = state.families[s.frame.name] = _SeriesState(
+                np.zeros((rows, 0), dtype=np.float32), np.zeros((keys, GROUPS, 0)), np.zeros((rows, 0))
+            )
+        node_of = np.maximum(s.node_index, 0)
+        groups_all = np.where(s.node_index[:, None] >= 0, compared[node_of], -1)  # (rows, look-back + steps)
+        groups = groups_all[:, groups_all.shape[1] - ctx.steps :]
         rel = REL_FLOOR.get(s.family.category)
-        _, med, scale = peer_z(s.values, s.peer_key, groups, st, rel, past.usual)
+        scales = np.full((keys, GROUPS, ctx.steps), np.nan)
+        _, med, _ = peer_z(s.values, s.peer_key, groups, st, rel, past.usual, scales)
         # Take each series' learnt offset out of its values, then compare again: a GPU that always
         # runs 5 C hotter neither stands out nor widens its peers' spread.
-        limit = st.clip * np.nan_to_num(scale, nan=0.0)
-        dev = (s.values - med).astype(np.float32)
-        clipped = np.where(np.isnan(dev), np.float32(0), np.clip(np.nan_to_num(dev), -limit, limit)).astype(np.float32)
-        dev_all, clipped_all = with_tail(past.dev, dev, np.nan), with_tail(past.clipped, clipped, 0.0)
-        offset, known = learnt_offset(dev_all, clipped_all, limit, st)
+        dev_all = with_tail(past.dev, (s.values - med).astype(np.float32), np.nan)
+        scales_all = np.concatenate([grow(past.scales, keys, np.nan), scales], axis=2)
+        lead = dev_all.shape[1] - ctx.steps
+        groups_all = groups_all[:, groups_all.shape[1] - dev_all.shape[1] :]
+        # Each deviation clipped to its own step's limit: clip x the scale of its peer group then.
+        steps_all = dev_all.shape[1]
+        cell = (np.maximum(s.peer_key, 0)[:, None] * GROUPS + np.maximum(groups_all, 0)) * steps_all
+        at = scales_all.reshape(-1)[cell + np.arange(steps_all)]
+        limit = st.clip * np.nan_to_num(np.where((groups_all >= 0) & (s.peer_key[:, None] >= 0), at, np.nan))
+        clipped = np.where(np.isnan(dev_all), 0.0, np.clip(np.nan_to_num(dev_all), -limit, limit)).astype(np.float32)
+        offset, known = learnt_offset(dev_all, clipped, limit[:, lead:], st)
         look_back = st.offset_window + st.offset_delay - 1
-        past.dev, past.clipped = keep_tail(dev_all, look_back), keep_tail(clipped_all, look_back)
+        past.dev = keep_tail(dev_all, look_back)
+        past.scales = scales_all[:, :, max(0, steps_all - look_back) :].copy()
         z, med, _ = peer_z(s.values - offset, s.peer_key, groups, st, rel, past.usual_after)
         raw = with_tail(past.score, directional(z, s.family.bad), 0.0)
         past.score = keep_tail(raw, st.sustain - 1)

@@ -44,22 +44,24 @@ class SampleBuffer:
 
     def add(self, blocks: Iterable[SeriesBlock]) -> int:
         """Add the samples of ``blocks`` (those newer than what the buffer holds); returns how many."""
-        ids: list[IntArray] = []
+        ids: list[int] = []
+        lengths: list[int] = []
         ts: list[FloatArray] = []
         vals: list[FloatArray] = []
         with self._lock:
             for block in blocks:
                 if not len(block):
                     continue
-                i = self._intern(block)
-                ids.append(np.full(len(block), i, dtype=np.int64))
+                ids.append(self._intern(block))
+                lengths.append(len(block))
                 ts.append(block.timestamps)
                 vals.append(block.values)
             if not ids:
                 return 0
             if len(self._last) < len(self._keys):
                 self._last = np.concatenate([self._last, np.full(len(self._keys) - len(self._last), -np.inf)])
-            id_arr, ts_arr, val_arr = np.concatenate(ids), np.concatenate(ts), np.concatenate(vals)
+            id_arr = np.repeat(np.array(ids, dtype=np.int64), lengths)
+            ts_arr, val_arr = np.concatenate(ts), np.concatenate(vals)
             keep = ts_arr > self._last[id_arr]
             id_arr, ts_arr, val_arr = id_arr[keep], ts_arr[keep], val_arr[keep]
             if not id_arr.size:

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from peerwatch.catalog.classify import observed_kind
+from peerwatch.detect.stream import grow
 from peerwatch.frames import EARLIEST_TS, FUTURE_SLACK, Frame, Kind, counter_rates
 from peerwatch.model import FloatArray, ProblemLog, SeriesKey, node_of
 from peerwatch.service.buffer import SampleBuffer
@@ -163,8 +164,8 @@ class ChunkFrames:
     def _decide(self, name: str, fam: _Family, values: FloatArray, times: FloatArray) -> bool:
         """Hold an undecided family's samples; decide its kind once they show one (True: decided)."""
         width = values.shape[1]
-        held_v = np.concatenate([_rows(fam.held_v, len(fam.keys)), values], axis=1)[:, -HELD - width :]
-        held_t = np.concatenate([_rows(fam.held_t, len(fam.keys)), times], axis=1)[:, -HELD - width :]
+        held_v = np.concatenate([grow(fam.held_v, len(fam.keys), np.nan), values], axis=1)[:, -HELD - width :]
+        held_t = np.concatenate([grow(fam.held_t, len(fam.keys), np.nan), times], axis=1)[:, -HELD - width :]
         if observed_kind(held_v) not in ("counter", "gauge"):
             fam.held_v, fam.held_t = held_v[:, -HELD:], held_t[:, -HELD:]
             return False
@@ -172,11 +173,6 @@ class ChunkFrames:
         _carry(fam, held_v[:, :-width], held_t[:, :-width])  # so that its first rate is right
         fam.held_v = fam.held_t = np.zeros((0, 0))
         return True
-
-
-def _rows(a: FloatArray, n: int) -> FloatArray:
-    """``a`` with ``n`` rows, new ones NaN."""
-    return np.concatenate([a, np.full((n - a.shape[0], a.shape[1]), np.nan)]) if a.shape[0] < n else a
 
 
 def _carry(fam: _Family, values: FloatArray, times: FloatArray) -> None:
