@@ -20,8 +20,7 @@ from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, Series
 from peerwatch.detect.counters import CounterDetector
 from peerwatch.detect.states import StateDetector
-from peerwatch.detect.stream import Scanner
-from peerwatch.engine import context_of
+from peerwatch.engine import Detector, context_of
 from peerwatch.frames import Frame
 from peerwatch.model import Finding, FloatArray
 from streamkit import assert_chunk_invariant
@@ -161,7 +160,7 @@ def without_last_rows(ctx: Context, extra: Mapping[str, int]) -> Context:
 class AppearingLater:
     """``scanner`` whose first chunk of a chunked run lacks the last rows of some frames: they appear after it."""
 
-    def __init__(self, scanner: Scanner[Any], extra: Mapping[str, int], steps: int) -> None:
+    def __init__(self, scanner: Detector, extra: Mapping[str, int], steps: int) -> None:
         self.scanner, self.extra, self.steps = scanner, extra, steps
 
     def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -245,21 +245,11 @@ class FrameBuilder:
 
     def build(self) -> dict[str, Frame]:
         """Frames of everything added, all on one grid from the first to the last step seen."""
-        frames: dict[str, Frame] = {}
-        for name, (raw, offs) in self.build_raw().items():
-            kind = self.kind_of(name, raw.declared_type, raw.values)
-            values = counter_rates(raw.values, sample_times(raw, offs)) if kind == "rate" else raw.values
-            frames[name] = replace(raw, kind=kind, values=values)
-        return frames
-
-    def build_raw(self) -> dict[str, tuple[Frame, npt.NDArray[np.float32]]]:
-        """Frames of the samples as they came (counters not yet rates), each with its samples' offsets
-        within their steps (seconds before the step's time, NaN where none)."""
         self.flush()
         if self._kmin is None or self._kmax is None:
             return {}
         lo, n = self._kmin, self._kmax - self._kmin + 1
-        frames: dict[str, tuple[Frame, npt.NDArray[np.float32]]] = {}
+        frames: dict[str, Frame] = {}
         for name, rows in self._metrics.items():
             if rows.k0 is None:  # every sample was dropped
                 continue
@@ -270,11 +260,15 @@ class FrameBuilder:
             a, b = max(0, c0), min(n, c0 + rows.vals.shape[1])
             vals[:, a:b] = rows.vals[:nrows, a - c0 : b - c0]
             offs[:, a:b] = rows.offs[:nrows, a - c0 : b - c0]
+            kind = self.kind_of(name, rows.declared, vals)
+            if kind == "rate":
+                times = (lo + np.arange(n, dtype=np.float64)) * self.step + offs.astype(np.float64)
+                vals = counter_rates(vals, times)
             keys = tuple(rows.index)
             node_labels = self.node_labels_for(name, self.node_labels)
-            frame = Frame(
+            frames[name] = Frame(
                 name=name,
-                kind="gauge",
+                kind=kind,
                 start=lo * self.step,
                 step=self.step,
                 keys=keys,
@@ -283,14 +277,7 @@ class FrameBuilder:
                 last_seen=np.array(rows.last, dtype=np.float64),
                 declared_type=rows.declared,
             )
-            frames[name] = (frame, offs)
         return frames
-
-
-def sample_times(frame: Frame, offs: npt.NDArray[np.float32]) -> FloatArray:
-    """When each cell's sample was taken, from its offset within its step."""
-    out: FloatArray = frame.timestamps[None, :] + offs.astype(np.float64)
-    return out
 
 
 MIN_STEP = 30.0  # the detectors' step counts (continuity, warm-up) are set for steps of 30 s or more

@@ -20,24 +20,14 @@ detector looks back a fixed number of steps, running totals where it looks back 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from peerwatch.detect.context import Context, Series
-from peerwatch.model import Finding
 
-S = TypeVar("S")
 A = TypeVar("A", bound=np.generic)
-
-
-class Scanner(Protocol[S]):
-    """A detector that judges a chunk of steps given its state after the chunks before."""
-
-    name: str
-
-    def scan(self, ctx: Context, state: S | None) -> tuple[list[Finding], S]: ...
 
 
 def grow(a: npt.NDArray[A], rows: int, fill: object) -> npt.NDArray[A]:

@@ -40,6 +40,8 @@ class _Family:
     last_seen: FloatArray = field(default_factory=lambda: np.zeros(0))
     held_v: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))  # undecided: the last steps' samples
     held_t: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    frame_keys: tuple[SeriesKey, ...] = ()  # keys and nodes as frames carry them, rebuilt when rows are added
+    frame_nodes: tuple[str, ...] = ()
 
     def add(self, key: SeriesKey, node: str) -> int:
         """A new series' row (``grow`` makes room for its sample memory)."""
@@ -53,6 +55,7 @@ class _Family:
             self.last_v = np.r_[self.last_v, np.full(new, np.nan)]
             self.last_t = np.r_[self.last_t, np.full(new, np.nan)]
             self.last_seen = np.r_[self.last_seen, np.full(new, -np.inf)]
+            self.frame_keys, self.frame_nodes = tuple(self.keys), tuple(self.nodes)
 
 
 class ChunkFrames:
@@ -148,8 +151,8 @@ class ChunkFrames:
                 kind=fam.kind,
                 start=first * self.step,
                 step=self.step,
-                keys=tuple(fam.keys),
-                nodes=tuple(fam.nodes),
+                keys=fam.frame_keys,
+                nodes=fam.frame_nodes,
                 values=values,
                 last_seen=fam.last_seen.copy(),
                 declared_type=fam.declared,

@@ -100,7 +100,6 @@ class Evaluator:
         self.done = last
         buffer.release(last * self.step)
         trim()  # the step's arrays are freed: give their pages back (8 ms at 250 nodes, -12% RSS)
-        assert self.first is not None
         scores: dict[ScoreKey, float] = defaultdict(float)
         for f in scan.findings:
             if f.ts >= last * self.step:
