@@ -9,6 +9,7 @@ from peerwatch.engine import kind_by_catalog
 from peerwatch.frames import FrameBuilder
 from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.chunks import ChunkFrames
+from peerwatch.service.evaluation import Evaluator
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
 
 
@@ -48,3 +49,24 @@ def test_frames_fed_step_by_step_equal_the_whole_runs_with_counters_as_rates_acr
             np.testing.assert_allclose(seen, expect[: seen.size], rtol=1e-6, equal_nan=True, err_msg=f"{key}")
     assert len(columns) > 0.8 * len(whole_frames) and held < 0.2 * len(whole_frames)
     assert any(f.kind == "rate" for f in whole_frames.values() if f.name in columns)
+
+
+def test_a_step_without_samples_and_a_first_read_inside_one_step_are_no_error() -> None:
+    sim = simulate(Scenario("empty", default_spec(4), hours=0.1, seed=3))
+    sets = list(sim.series())
+    buffer = SampleBuffer(1e9)
+    # The first scrape round: samples inside step k0+1, which is not complete at its newest sample.
+    buffer.add(sim.blocks(steps=slice(0, 1), sets=sets))
+    evaluator = Evaluator(30.0, 3600.0, ())
+    newest = buffer.newest
+    assert newest is not None
+    assert evaluator.evaluate(buffer, newest, newest) is None
+    buffer.add(sim.blocks(steps=slice(1, 2), sets=sets))
+    newest = buffer.newest
+    assert newest is not None
+    judged = evaluator.evaluate(buffer, newest, newest)
+    assert judged is not None and judged.series > 0
+    # A step the source has nothing for: every family known so far, all silent.
+    k = round(judged.end / 30.0) + 5
+    silent = evaluator.frames.frames(buffer, k, k, now=2e9)
+    assert silent and all(np.isnan(f.values).all() for f in silent.values())

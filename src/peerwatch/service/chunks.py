@@ -117,15 +117,14 @@ class ChunkFrames:
         # The latest sample of each (series, step) wins, whatever the arrival order.
         order = np.lexsort((ts, col, ids))
         ids, col, ts, vals = ids[order], col[order], ts[order], vals[order]
-        latest = np.r_[(ids[1:] != ids[:-1]) | (col[1:] != col[:-1]), True]
+        latest = np.ones(ids.size, dtype=bool)
+        latest[:-1] = (ids[1:] != ids[:-1]) | (col[1:] != col[:-1])
         ids, col, ts, vals = ids[latest], col[latest], ts[latest], vals[latest]
         fam_of = self._family[ids]
         by_family = np.argsort(fam_of, kind="stable")
-        bounds = np.flatnonzero(np.r_[True, fam_of[by_family][1:] != fam_of[by_family][:-1], True])
+        bounds = np.r_[np.unique(fam_of[by_family], return_index=True)[1], ids.size]
         placed: dict[str, tuple[FloatArray, FloatArray]] = {}
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            if a == b:
-                continue
             pick = by_family[a:b]
             name = self._names[int(fam_of[pick[0]])]
             fam = self._families[name]

@@ -87,8 +87,8 @@ class Evaluator:
             first = max(math.ceil(oldest / self.step - 1e-9), last - round(self.window / self.step) + 1)
         else:
             first = self.done + 1
-            if first > last:
-                return None
+        if first > last:  # e.g. the first samples all belong to a step not yet complete
+            return None
         frames = self.frames.frames(buffer, first, last, now)
         if not frames:
             return None
