@@ -66,7 +66,7 @@ def blindness(
     if fetch.error is not None:
         return Blindness(BLIND_DIAGNOSIS, (Evidence("peerwatch_source_up", where, 0.0, note=fetch.error),), True)
     age = fetch.at - (since if newest is None else newest)
-    if age > stale_steps * step:
+    if age > stale_steps * step and not fetch.backlog:  # a backlog read is old data by design
         what = "no samples at all" if newest is None else f"newest sample is {age:.0f}s old"
         note = f"no fresh data: {what} (stale after {stale_steps} steps of {step:g}s)"
         return Blindness(BLIND_DIAGNOSIS, (Evidence("peerwatch_source_age_seconds", where, age, note=note),), True)

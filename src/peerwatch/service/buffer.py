@@ -58,8 +58,10 @@ class SampleBuffer:
                 vals.append(block.values)
             if not ids:
                 return 0
-            if len(self._last) < len(self._keys):
-                self._last = np.concatenate([self._last, np.full(len(self._keys) - len(self._last), -np.inf)])
+            if len(self._last) < len(self._keys):  # grown by doubling: one round adds to it target by target
+                self._last = np.r_[
+                    self._last, np.full(max(len(self._keys), 2 * len(self._last)) - len(self._last), -np.inf)
+                ]
             id_arr = np.repeat(np.array(ids, dtype=np.int64), lengths)
             ts_arr, val_arr = np.concatenate(ts), np.concatenate(vals)
             keep = ts_arr > self._last[id_arr]

@@ -20,7 +20,7 @@ from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig, TsdbConfig
 from peerwatch.service.discovery import FileDiscovery
-from peerwatch.sources.scrape import Target, scrape
+from peerwatch.sources.scrape import Target, scrape_each
 from peerwatch.sources.tsdb import TSDBClient, TSDBError
 
 
@@ -34,6 +34,7 @@ class Fetch:
     targets: int = 0  # scrape targets tried (0 for a TSDB)
     down: tuple[tuple[str, str], ...] = ()  # (target URL, why) of failed scrapes
     error: str | None = None  # the whole source failed
+    backlog: bool = False  # the source holds more up to ``at`` than this read took: collect again now
 
 
 class LiveSource(Protocol):
@@ -88,12 +89,16 @@ class ScrapeSource:
             return Fetch(now, complete, 0, error=errors)
         # A round must end within its step, in wall seconds (a time-compressed step is short).
         timeout = min(self.config.timeout, max(0.2, 0.8 * self.step / self.clock.speed))
-        result = scrape(targets, timeout=timeout, problems=ProblemLog(limit=50))
-        blocks = result.blocks if self.clock.real else _stamped(result.blocks, now)
-        down = tuple((r.target.url, r.error or "down") for r in result.targets if not r.up)
-        added = buffer.add(blocks)
+        added = 0
+        down: list[tuple[str, str]] = []
+        # Each target's samples go to the buffer as it is parsed: a round's million series objects
+        # never live at once (they would stay in the interpreter's arenas as slack).
+        for result, blocks in scrape_each(targets, timeout=timeout, problems=ProblemLog(limit=50)):
+            added += buffer.add(blocks if self.clock.real else _stamped(blocks, now))
+            if not result.up:
+                down.append((result.target.url, result.error or "down"))
         error = f"all {len(targets)} scrape targets failed" if len(down) == len(targets) else None
-        return Fetch(now, complete, added, len(targets), down, error)
+        return Fetch(now, complete, added, len(targets), tuple(down), error)
 
     def close(self) -> None:
         pass
@@ -108,7 +113,12 @@ class TsdbSource:
 
     A step is read ``delay`` seconds after it ends (ingestion latency); each read goes back two
     steps more than the last one ended, for samples that arrived late (the buffer drops repeats).
+    A read spans at most ``READ_STEPS`` new steps: the window at start-up (or a gap after an
+    outage) comes as a backlog of reads, each judged before the next is read, so the raw samples
+    of a 1,000-node cluster's two hours are never all in memory at once.
     """
+
+    READ_STEPS = 20
 
     def __init__(self, config: TsdbConfig, step: float, window: float) -> None:
         self.config, self.step, self.window = config, step, window
@@ -125,20 +135,20 @@ class TsdbSource:
 
     def collect(self, now: float, buffer: SampleBuffer) -> Fetch:
         end = math.floor((now - self.config.delay) / self.step) * self.step
-        start = (
-            end - self.window if self.read_until is None else max(end - self.window, self.read_until - 2 * self.step)
-        )
+        new = end - self.window if self.read_until is None else max(end - self.window, self.read_until)
+        stop = min(end, new + self.READ_STEPS * self.step)
+        start = new if self.read_until is None else max(end - self.window, self.read_until - 2 * self.step)
         problems = ProblemLog(limit=50)
         self.client.problems = problems
         try:
-            # The read is half-open; a sample exactly at ``end`` belongs to the last step: read it now.
-            added = buffer.add(self.client.read(self.config.matchers, start, end + 0.001))
+            # The read is half-open; a sample exactly at ``stop`` belongs to the last step: read it now.
+            added = buffer.add(self.client.read(self.config.matchers, start, stop + 0.001))
         except TSDBError as exc:
             return Fetch(now, end, 0, error=str(exc))
         if not added and problems.problems:
             return Fetch(now, end, 0, error=str(problems.problems[0]))
-        self.read_until = end
-        return Fetch(now, end, added)
+        self.read_until = stop
+        return Fetch(now, stop, added, backlog=stop < end)
 
     def close(self) -> None:
         self.client.close()

@@ -100,6 +100,7 @@ class Service:
         self._stop = threading.Event()
         self._new_fetch = threading.Condition()
         self._pending: Fetch | None = None
+        self._posted = self._evaluated = 0  # fetches handed to the evaluation, and evaluated
         self._changed = threading.Event()
         self._publish_due = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -153,7 +154,9 @@ class Service:
             judged = Judged(ev.start, ev.end, self.evaluated_until, GRACE_STEPS * step, self.evaluator.quiet, wall)
             rows = reconcile(stored, ev.alarms, judged)
         rows += blind_changes(open_blind, blind, fetch.at, wall)
-        until = ev.end if ev is not None else self.evaluated_until
+        until = self.evaluated_until
+        if ev is not None:  # a backlog read after a restart judges steps before those judged already
+            until = ev.end if until is None else max(until, ev.end)
         self.store.commit(
             StepChanges(rows, nodes=ev.nodes if ev else (), seen_ts=ev.end if ev else 0.0, evaluated_until=until)
         )
@@ -304,21 +307,38 @@ class Service:
             if not self.clock.wait_until(due, self._stop):
                 return
             fetch = self.collect(due)
+            while fetch.backlog:  # the window (or a gap) a read at a time, each judged before the next
+                if not self._judged(self._post(fetch)):
+                    return
+                fetch = self.collect(due)
             # A late round still covers its own step (a step with no round would look, to the
             # engine, like every node going silent at once); only far behind does it skip ahead.
             now = self.clock.now()
             behind = now - due >= MAX_CATCHUP * self.config.step
             last = due if self.source.catch_up and not behind else now
-            with self._new_fetch:
-                self._pending = fetch
-                self._new_fetch.notify_all()
+            self._post(fetch)
+
+    def _post(self, fetch: Fetch) -> int:
+        """Hand ``fetch`` to the evaluation (replacing one not yet taken); its number."""
+        with self._new_fetch:
+            self._pending = fetch
+            self._posted += 1
+            self._new_fetch.notify_all()
+            return self._posted
+
+    def _judged(self, number: int) -> bool:
+        """Wait until the fetch ``number`` is evaluated; False when the service stops first."""
+        with self._new_fetch:
+            while self._evaluated < number and not self._stop.is_set():
+                self._new_fetch.wait(1.0)
+        return not self._stop.is_set()
 
     def _evaluate_loop(self) -> None:
         while not self._stop.is_set():
             with self._new_fetch:
                 while self._pending is None and not self._stop.is_set():
                     self._new_fetch.wait(1.0)
-                fetch, self._pending = self._pending, None
+                fetch, self._pending, number = self._pending, None, self._posted
             if fetch is not None and not self._stop.is_set():
                 try:
                     self.evaluate(fetch)
@@ -326,6 +346,9 @@ class Service:
                 except Exception as exc:  # one bad step must not end monitoring; /healthz shows it
                     self.error = f"evaluation failed: {type(exc).__name__}: {exc}"
                     log.exception("evaluation at %s failed", fetch.at)
+                with self._new_fetch:
+                    self._evaluated = number
+                    self._new_fetch.notify_all()
 
     def _notify_loop(self) -> None:
         assert self.sink is not None

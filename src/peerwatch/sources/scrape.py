@@ -92,8 +92,28 @@ def scrape(
     problems = problems if problems is not None else ProblemLog()
     blocks: list[SeriesBlock] = []
     results: list[TargetResult] = []
+    for result, own in scrape_each(
+        targets, timeout=timeout, concurrency=concurrency, problems=problems, headers=headers
+    ):
+        blocks.extend(own)
+        results.append(result)
+    return ScrapeResult(blocks, results, problems)
+
+
+def scrape_each(
+    targets: Sequence[Target],
+    *,
+    timeout: float = 10.0,
+    concurrency: int = 32,
+    problems: ProblemLog | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Iterator[tuple[TargetResult, list[SeriesBlock]]]:
+    """Scrape every target once, concurrently; each target's outcome and blocks (its own samples,
+    then ``up`` and co.) as it is parsed, in the order of ``targets``. A consumer that stores each
+    target's blocks before taking the next never holds a whole round's series objects at once."""
+    problems = problems if problems is not None else ProblemLog()
     if not targets:
-        return ScrapeResult(blocks, results, problems)
+        return
     hdrs = {"Accept": ACCEPT, "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout:g}", **(headers or {})}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with (
@@ -103,10 +123,8 @@ def scrape(
         fetched = pool.map(lambda t: _fetch(client, t.url), targets)
         for target, got in zip(targets, fetched, strict=True):
             own, result = _target_blocks(target, got, problems)
-            blocks.extend(own)
-            results.append(result)
-            blocks.extend(_health_blocks(result))
-    return ScrapeResult(blocks, results, problems)
+            own.extend(_health_blocks(result))
+            yield result, own
 
 
 def _fetch(client: httpx.Client, url: str) -> _Fetched:
