@@ -13,32 +13,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
 from peerwatch.service.config import redact_url
-from peerwatch.service.errors import ConfigError, Conflict, NotFound, ServiceError
-from peerwatch.service.store import (
-    ACTION_COLUMNS,
-    ActionRecord,
-    NodeRecord,
-    StepChanges,
-    StoredAlarm,
-    action_columns,
-    action_record,
-    alarm_columns,
-    alarms_query,
-    check_spare,
-    lease_holder,
-    stored_alarm,
-)
+from peerwatch.service.errors import ConfigError, ServiceError
+from peerwatch.service.sql_store import META, SqlStore
 
 SCHEMA_VERSION = 1
 TABLES = ("alarms", "nodes", "spares", "actions", "meta")
@@ -64,25 +50,6 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_alarm ON actions (alarm_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
 """
-_UPSERT = """
-INSERT INTO alarms (id, node, ts, component, diagnosis, severity, score, action, evidence, updated_ts,
-                    resolved_ts, resolved_by, opened_wall, resolved_wall)
-VALUES (%(id)s, %(node)s, %(ts)s, %(component)s, %(diagnosis)s, %(severity)s, %(score)s, %(action)s,
-        %(evidence)s, %(updated_ts)s, %(resolved_ts)s, %(resolved_by)s, %(opened_wall)s, %(resolved_wall)s)
-ON CONFLICT (id) DO UPDATE SET
-  component = excluded.component, diagnosis = excluded.diagnosis, severity = excluded.severity,
-  score = excluded.score, action = excluded.action, evidence = excluded.evidence,
-  updated_ts = greatest(alarms.updated_ts, excluded.updated_ts),
-  resolved_by = coalesce(alarms.resolved_by, excluded.resolved_by),
-  resolved_wall = coalesce(alarms.resolved_wall, excluded.resolved_wall),
-  resolved_ts = coalesce(alarms.resolved_ts, excluded.resolved_ts)
-"""
-_META = "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-_ACTION_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in ACTION_COLUMNS) + " FROM actions"
-_ACTION_INSERT = (
-    "INSERT INTO actions (" + ", ".join(f'"{c}"' for c in ACTION_COLUMNS) + ") "
-    "VALUES (" + ", ".join(["%s"] * len(ACTION_COLUMNS)) + ")"
-)
 IDLE_KEPT = 8  # idle connections kept for reuse; the API's worker threads may briefly hold more
 IDLE_CHECK = 10.0  # a connection idle longer than this is checked before use (the server may have restarted)
 
@@ -97,13 +64,16 @@ class StoreUnavailable(ServiceError):
     status = 503
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """:class:`~peerwatch.service.store.Store` in a PostgreSQL database (tables in its default schema).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); ``password``, when given, is used
     instead of one in the URL (libpq's ``PGPASSWORD`` and ``~/.pgpass`` work too). Messages name
     the URL with its password masked. One connection per concurrent caller, reused.
     """
+
+    placeholder = "%s"
+    greatest = "greatest"
 
     def __init__(self, url: str, *, password: str | None = None, connect_timeout: int = 10) -> None:
         self.url = url
@@ -136,7 +106,7 @@ class PostgresStore:
             raise ConfigError(
                 f"store.postgres: {self.where}: schema version {row['value']}, this peerwatch knows {SCHEMA_VERSION}"
             )
-        db.execute(_META, ("schema_version", str(SCHEMA_VERSION)))
+        db.execute(self._sql(META), ("schema_version", str(SCHEMA_VERSION)))
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -192,128 +162,9 @@ class PostgresStore:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             yield cur
 
-    def _read(self, sql: str, args: Sequence[object] = ()) -> list[DictRow]:
+    def _fetch(self, sql: str, args: Sequence[object]) -> list[DictRow]:
         with self._cursor() as cur:
             return cur.execute(sql, args).fetchall()
-
-    # -- the Store Protocol ----------------------------------------------------------------------
-
-    def commit(self, changes: StepChanges) -> None:
-        with self._write() as db:
-            if changes.alarms:
-                db.executemany(_UPSERT, [alarm_columns(s) for s in changes.alarms])
-            if changes.nodes:
-                db.executemany(
-                    "INSERT INTO nodes VALUES (%s, %s, %s) ON CONFLICT (node) DO UPDATE SET "
-                    "last_seen = greatest(nodes.last_seen, excluded.last_seen)",
-                    [(n, changes.seen_ts, changes.seen_ts) for n in changes.nodes],
-                )
-            meta = dict(changes.meta)
-            if changes.evaluated_until is not None:
-                meta["evaluated_until"] = repr(changes.evaluated_until)
-            if meta:
-                db.executemany(_META, list(meta.items()))
-
-    def alarms(
-        self,
-        *,
-        open_only: bool = False,
-        node: str | None = None,
-        touching: float | None = None,
-        resolved_wall_after: float | None = None,
-        limit: int = 1000,
-    ) -> list[StoredAlarm]:
-        sql, args = alarms_query(
-            "%s",
-            open_only=open_only,
-            node=node,
-            touching=touching,
-            resolved_wall_after=resolved_wall_after,
-            limit=limit,
-        )
-        return [stored_alarm(r) for r in self._read(sql, args)]
-
-    def alarm(self, alarm_id: str) -> StoredAlarm | None:
-        rows = self._read("SELECT * FROM alarms WHERE id = %s", (alarm_id,))
-        return stored_alarm(rows[0]) if rows else None
-
-    def acknowledge(self, alarm_id: str, by: str, note: str, wall: float) -> StoredAlarm:
-        with self._write() as db:
-            current = _existing(db, alarm_id)
-            if not current.open:
-                raise Conflict(f"alarm {alarm_id} is resolved; there is nothing to acknowledge")
-            db.execute(
-                "UPDATE alarms SET ack_by = %s, ack_wall = %s, ack_note = %s WHERE id = %s", (by, wall, note, alarm_id)
-            )
-            _action(db, ActionRecord(wall, "acknowledge", alarm_id, current.alarm.node, by, note))
-        return self._found(alarm_id)
-
-    def resolve(self, alarm_id: str, by: str, note: str, at: float, wall: float) -> StoredAlarm:
-        with self._write() as db:
-            current = _existing(db, alarm_id)
-            if not current.open:
-                raise Conflict(f"alarm {alarm_id} is already resolved (by {current.resolved_by})")
-            db.execute(
-                "UPDATE alarms SET resolved_ts = %s, resolved_by = %s, resolved_wall = %s WHERE id = %s",
-                (max(at, current.alarm.ts), f"user:{by}", wall, alarm_id),
-            )
-            _action(db, ActionRecord(wall, "resolve", alarm_id, current.alarm.node, by, note))
-        return self._found(alarm_id)
-
-    def mark_sent(self, alarm_id: str, labels: Mapping[str, str]) -> None:
-        with self._write() as db:
-            db.execute(
-                "UPDATE alarms SET sent_labels = %s WHERE id = %s", (orjson.dumps(dict(labels)).decode(), alarm_id)
-            )
-
-    def nodes(self) -> list[NodeRecord]:
-        rows = self._read(
-            "SELECT n.node, n.first_seen, n.last_seen, s.state FROM nodes n LEFT JOIN spares s USING (node) "
-            "UNION SELECT s.node, NULL, NULL, s.state FROM spares s WHERE s.node NOT IN (SELECT node FROM nodes) "
-            "ORDER BY 1"
-        )
-        return [NodeRecord(r["node"], r["first_seen"] or 0.0, r["last_seen"] or 0.0, r["state"]) for r in rows]
-
-    def set_spares(self, nodes: Sequence[str], wall: float) -> None:
-        with self._write() as db:
-            db.execute("DELETE FROM spares WHERE NOT (node = ANY(%s))", (list(nodes),))
-            if nodes:
-                db.executemany(
-                    "INSERT INTO spares VALUES (%s, 'available', %s) ON CONFLICT (node) DO NOTHING",
-                    [(n, wall) for n in nodes],
-                )
-
-    def actions(self, alarm_id: str | None = None) -> list[ActionRecord]:
-        sql, args = _ACTION_SELECT, []
-        if alarm_id is not None:
-            sql, args = sql + " WHERE alarm_id = %s", [alarm_id]
-        return [action_record(r) for r in self._read(sql + " ORDER BY seq", args)]
-
-    def record_action(
-        self, action: ActionRecord, spare_state: str | None = None, *, spare_was: tuple[str, ...] = ()
-    ) -> None:
-        with self._write() as db:
-            if spare_was:
-                row = db.execute("SELECT state FROM spares WHERE node = %s", (action.spare,)).fetchone()
-                check_spare(action.spare, None if row is None else row["state"], spare_was)
-            _action(db, action)
-            if spare_state is not None and action.spare is not None:
-                db.execute(
-                    "UPDATE spares SET state = %s, since_wall = %s WHERE node = %s",
-                    (spare_state, action.wall, action.spare),
-                )
-
-    def meta(self, key: str) -> str | None:
-        rows = self._read("SELECT value FROM meta WHERE key = %s", (key,))
-        return str(rows[0]["value"]) if rows else None
-
-    def claim(self, key: str, owner: str, wall: float, ttl: float) -> str | None:
-        with self._write() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-            holder = lease_holder(None if row is None else str(row["value"]), owner, wall)
-            if holder is None:
-                db.execute(_META, (key, f"{owner} {wall + ttl!r}"))
-            return holder
 
     def close(self) -> None:
         """Close the idle connections; those in use close when their call ends. A later call reconnects."""
@@ -326,22 +177,6 @@ class PostgresStore:
             idle, self._idle = self._idle, []
         for _, db in idle:
             db.close()
-
-    def _found(self, alarm_id: str) -> StoredAlarm:
-        found = self.alarm(alarm_id)
-        assert found is not None
-        return found
-
-
-def _existing(db: Cursor, alarm_id: str) -> StoredAlarm:
-    row = db.execute("SELECT * FROM alarms WHERE id = %s", (alarm_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"no alarm with id {alarm_id!r}")
-    return stored_alarm(row)
-
-
-def _action(db: Cursor, a: ActionRecord) -> None:
-    db.execute(_ACTION_INSERT, action_columns(a))
 
 
 def _conninfo(url: str) -> dict[str, Any]:

@@ -14,13 +14,10 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import orjson
+from typing import Protocol
 
 from peerwatch.act.history import END, START, FaultEvent
-from peerwatch.model import Alarm, Evidence
-from peerwatch.service.errors import Conflict, NotFound
+from peerwatch.model import Alarm
 
 OUT_OF_SERVICE = frozenset({"drain", "swap"})
 
@@ -199,142 +196,6 @@ def fault_events(alarms: Sequence[StoredAlarm]) -> list[FaultEvent]:
         if a.resolved_ts is not None and math.isfinite(a.resolved_ts):
             events.append(FaultEvent(a.resolved_ts, a.node, END, a.component, detail))
     return sorted(events, key=lambda e: e.ts)
-
-
-# -- how records are kept in SQL tables (shared by the SQLite and PostgreSQL stores) ------------
-
-
-class Row(Protocol):
-    """A result row read by column name (``sqlite3.Row``, a psycopg ``dict_row``)."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-
-
-ACTION_COLUMNS = ("wall", "kind", "alarm_id", "node", "by", "note", "spare", "argv", "mode", "exit_code", "output")
-
-
-def alarms_query(
-    mark: str,
-    *,
-    open_only: bool,
-    node: str | None,
-    touching: float | None,
-    resolved_wall_after: float | None,
-    limit: int,
-) -> tuple[str, list[object]]:
-    """``Store.alarms`` as SQL with ``mark`` as the placeholder (``?`` for SQLite, ``%s`` for psycopg)."""
-    where: list[str] = []
-    args: list[object] = []
-    if open_only:
-        where.append("resolved_ts IS NULL")
-    if node is not None:
-        where.append(f"node = {mark}")
-        args.append(node)
-    if touching is not None:
-        where.append(f"(resolved_ts IS NULL OR resolved_ts >= {mark})")
-        args.append(touching)
-    if resolved_wall_after is not None:
-        where.append(f"(resolved_ts IS NULL OR resolved_wall >= {mark})")
-        args.append(resolved_wall_after)
-    sql = "SELECT * FROM alarms" + (" WHERE " + " AND ".join(where) if where else "")
-    return sql + f" ORDER BY ts DESC, node LIMIT {mark}", [*args, limit]
-
-
-def alarm_columns(s: StoredAlarm) -> dict[str, object]:
-    """The engine-owned columns of an alarm row (people's columns are written by their own calls)."""
-    a = s.alarm
-    return {
-        "id": a.id,
-        "node": a.node,
-        "ts": a.ts,
-        "component": a.component,
-        "diagnosis": a.diagnosis,
-        "severity": a.severity,
-        "score": a.score,
-        "action": a.action,
-        "evidence": orjson.dumps([e.as_json() for e in a.evidence]).decode(),
-        "updated_ts": a.updated_ts,
-        "resolved_ts": a.resolved_ts,
-        "resolved_by": s.resolved_by,
-        "opened_wall": s.opened_wall,
-        "resolved_wall": s.resolved_wall,
-    }
-
-
-def stored_alarm(r: Row) -> StoredAlarm:
-    """An alarms row back as a :class:`StoredAlarm`."""
-    alarm = Alarm(
-        id=r["id"],
-        ts=r["ts"],
-        node=r["node"],
-        component=r["component"],
-        diagnosis=r["diagnosis"],
-        severity=r["severity"],
-        score=r["score"],
-        action=r["action"],
-        evidence=tuple(_evidence(e) for e in orjson.loads(r["evidence"])),
-        updated_ts=r["updated_ts"],
-        resolved_ts=r["resolved_ts"],
-    )
-    return StoredAlarm(
-        alarm=alarm,
-        opened_wall=r["opened_wall"],
-        resolved_by=r["resolved_by"],
-        resolved_wall=r["resolved_wall"],
-        ack_by=r["ack_by"],
-        ack_wall=r["ack_wall"],
-        ack_note=r["ack_note"],
-        sent_labels=None if r["sent_labels"] is None else orjson.loads(r["sent_labels"]),
-    )
-
-
-def action_columns(a: ActionRecord) -> tuple[object, ...]:
-    """An action's values in :data:`ACTION_COLUMNS` order (argv as a JSON list of lists)."""
-    argv = orjson.dumps([list(x) for x in a.argv]).decode() if a.argv else None
-    return (a.wall, a.kind, a.alarm_id, a.node, a.by, a.note, a.spare, argv, a.mode, a.exit_code, a.output)
-
-
-def action_record(r: Row) -> ActionRecord:
-    """An actions row (:data:`ACTION_COLUMNS`) back as an :class:`ActionRecord`."""
-    return ActionRecord(
-        wall=r["wall"],
-        kind=r["kind"],
-        alarm_id=r["alarm_id"],
-        node=r["node"],
-        by=r["by"],
-        note=r["note"],
-        spare=r["spare"],
-        argv=tuple(tuple(a) for a in orjson.loads(r["argv"])) if r["argv"] else (),
-        mode=r["mode"],
-        exit_code=r["exit_code"],
-        output=r["output"] or "",
-    )
-
-
-def check_spare(spare: str | None, state: str | None, wanted: tuple[str, ...]) -> None:
-    """Raise unless the spare's pool ``state`` (None: not in the pool) is one of ``wanted``
-    (``record_action(spare_was=)``)."""
-    if state is None:
-        raise NotFound(f"{spare!r} is not in the spare pool (setting spares)")
-    if state not in wanted:
-        raise Conflict(f"spare {spare} is {state}, not {' or '.join(wanted)}")
-
-
-def _evidence(item: dict[str, object]) -> Evidence:
-    def num(x: object) -> float | None:
-        return None if x is None else float(x)  # type: ignore[arg-type]
-
-    labels = item.get("labels") or {}
-    assert isinstance(labels, dict)
-    value = num(item.get("value"))
-    return Evidence(
-        metric=str(item["metric"]),
-        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
-        value=float("nan") if value is None else value,
-        peer_median=num(item.get("peer_median")),
-        robust_z=num(item.get("robust_z")),
-        note=str(item.get("note") or ""),
-    )
 
 
 def lease_holder(value: str | None, owner: str, wall: float) -> str | None:
