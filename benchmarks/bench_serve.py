@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/bench_serve.py [--nodes 63 1000] [--window 7200] [--steps 8] [--compare 63]
 
 For each size a child process simulates the cluster (every family, benign events) and hands its
-samples over slice by slice, as a source would; this process runs the service's ``Evaluator``:
-the warm-up (the window, fed in 10-step slices), then ``--steps`` single 30-s steps, each timed in
-CPU seconds (median reported). RSS is the measuring process's after the last step (the engine's
-state and the samples not yet judged), peak RSS its highest (ru_maxrss, also holding one received
-slice of samples at a time); the simulation lives in another process. Scraping
-and parsing exporter text are not included (bench_exposition.py has the parser's rate).
+samples over slice by slice, a thousand series at a time (as the scrape source stores them, target
+by target); this process runs the service's ``Evaluator``: the warm-up (the window, fed in 10-step
+slices as a TSDB source reads it), then ``--steps`` single 30-s steps, each timed in CPU seconds
+(median reported). RSS is the measuring process's after the last step (the engine's state and the
+samples not yet judged), peak RSS its highest (ru_maxrss, also holding a slice's raw samples before
+they are judged); the simulation lives in another process. Scraping and parsing exporter text are
+not included (bench_exposition.py has the parser's rate).
 
 ``--compare N``: at N nodes, also the design before the streamed engine, side by side in the same
 run: every step, frames rebuilt from the window's samples and the whole engine re-run over the
@@ -31,19 +32,30 @@ from peerwatch.frames import FrameBuilder
 from peerwatch.model import SeriesBlock
 from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.evaluation import Evaluator
+from peerwatch.service.live_sources import TsdbSource
 from peerwatch.service.memory import return_freed_memory
 from peerwatch.simulate import Scenario, default_spec, simulate
 
 STEP = 30.0
-SLICE = 10  # warm-up steps handed over at a time
+SLICE = TsdbSource.READ_STEPS  # warm-up steps handed over at a time, as a TSDB source reads its backlog
+PIECE = 1000  # series handed to the buffer at a time: about one exporter target of a node
 
 
 def feed(nodes: int, hours: float, bounds: list[tuple[int, int]], out: Connection) -> None:
-    """Child: simulate, then send the samples of each grid slice ``[a, b)`` as (key, ts, values, type) tuples."""
+    """Child: simulate, then send the samples of each grid slice ``[a, b)`` as lists of (key, ts,
+    values, type) tuples of ``PIECE`` series each (as a scrape hands them over target by target),
+    then None."""
     sim = simulate(Scenario("bench", default_spec(nodes), hours=hours, seed=1))
     sets = list(sim.series())
     for a, b in bounds:
-        out.send([(x.key, x.timestamps, x.values, x.mtype) for x in sim.blocks(steps=slice(a, b), sets=sets)])
+        piece = []
+        for x in sim.blocks(steps=slice(a, b), sets=sets):
+            piece.append((x.key, x.timestamps, x.values, x.mtype))
+            if len(piece) == PIECE:
+                out.send(piece)
+                piece = []
+        out.send(piece)
+        out.send(None)
     out.close()
 
 
@@ -63,7 +75,8 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
     evaluator = Evaluator(STEP, window, ())
     warm_cpu, step_cpu = 0.0, []
     for i, _ in enumerate(bounds):
-        buffer.add(SeriesBlock(*x) for x in recv.recv())
+        while (piece := recv.recv()) is not None:
+            buffer.add(SeriesBlock(*x) for x in piece)
         end = buffer.newest
         assert end is not None
         t = time.process_time()

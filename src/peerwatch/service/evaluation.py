@@ -3,7 +3,7 @@
 The same stages as ``peerwatch analyze`` (``engine.Engine`` runs the detectors and the policy with
 their state carried, detect/stream.py), so a step is judged once, in the time its own samples
 take, not by re-running the engine over a window. The first evaluation judges every step the
-buffer holds (a TSDB source's first read is the whole window: the engine starts with that history).
+buffer holds (a TSDB source's first reads are the window: the engine starts with that history).
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ from peerwatch.service.memory import trim
 from peerwatch.service.workload import WorkloadGroup, groups_at_end
 
 ScoreKey = tuple[str, str, str]  # node, component, metric
+# A backlog (the warm-up window, a gap) is judged this many steps at a time: the frames and the
+# detectors' scratch arrays grow with the steps judged at once (at 1,000 nodes, 20 steps at once
+# peaked at 4 GiB).
+CHUNK_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -89,12 +93,15 @@ class Evaluator:
             first = self.done + 1
         if first > last:  # e.g. the first samples all belong to a step not yet complete
             return None
-        frames = self.frames.frames(buffer, first, last, now)
-        if not frames:
+        scan = None
+        for a in range(first, last + 1, CHUNK_STEPS):
+            frames = self.frames.frames(buffer, a, min(a + CHUNK_STEPS - 1, last), now)
+            if frames:
+                scan = self.engine.scan(frames)
+                self.history.add(frames)
+                self.resolved.update((x.id, x) for x in scan.alarms if x.resolved_ts is not None)
+        if scan is None:
             return None
-        scan = self.engine.scan(frames)
-        self.history.add(frames)
-        self.resolved.update((a.id, a) for a in scan.alarms if a.resolved_ts is not None)
         alarms = {**self.resolved, **{a.id: a for a in scan.alarms}}
         self.first = first if self.first is None else self.first
         self.done = last
