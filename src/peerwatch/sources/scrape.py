@@ -10,8 +10,9 @@ problem, never an exception.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -110,7 +111,8 @@ def scrape_each(
 ) -> Iterator[tuple[TargetResult, list[SeriesBlock]]]:
     """Scrape every target once, concurrently; each target's outcome and blocks (its own samples,
     then ``up`` and co.) as it is parsed, in the order of ``targets``. A consumer that stores each
-    target's blocks before taking the next never holds a whole round's series objects at once."""
+    target's blocks before taking the next never holds a whole round's series objects at once, and
+    at most ``2 * concurrency`` bodies are fetched ahead of the parsing."""
     problems = problems if problems is not None else ProblemLog()
     if not targets:
         return
@@ -120,11 +122,19 @@ def scrape_each(
         httpx.Client(timeout=timeout, headers=hdrs, limits=limits, follow_redirects=True) as client,
         ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(targets)))) as pool,
     ):
-        fetched = pool.map(lambda t: _fetch(client, t.url), targets)
-        for target, got in zip(targets, fetched, strict=True):
-            own, result = _target_blocks(target, got, problems)
-            own.extend(_health_blocks(result))
-            yield result, own
+        ahead: deque[tuple[Target, Future[_Fetched]]] = deque()
+        for target in targets:
+            ahead.append((target, pool.submit(_fetch, client, target.url)))
+            if len(ahead) >= 2 * concurrency:
+                yield _parsed(*ahead.popleft(), problems)
+        while ahead:
+            yield _parsed(*ahead.popleft(), problems)
+
+
+def _parsed(target: Target, fetched: Future[_Fetched], problems: ProblemLog) -> tuple[TargetResult, list[SeriesBlock]]:
+    own, result = _target_blocks(target, fetched.result(), problems)
+    own.extend(_health_blocks(result))
+    return result, own
 
 
 def _fetch(client: httpx.Client, url: str) -> _Fetched:
