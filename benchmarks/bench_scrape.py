@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import multiprocessing as mp
 import resource
 import statistics
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[63, 1000])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    logging.getLogger("peerwatch").setLevel(logging.ERROR)  # the simulated exporters' missed scrapes
     print(f"median of {args.rounds} rounds")
     head = f"{'nodes':>6} {'targets':>8} {'down':>5} {'samples':>9} {'CPU s/round':>12} {'wall s':>7} {'cores':>6}"
     print(head + f" {'peak RSS GiB':>13}")
