@@ -11,6 +11,11 @@ samples not yet judged), peak RSS its highest (ru_maxrss, also holding a slice's
 they are judged); the simulation lives in another process. Scraping and parsing exporter text are
 not included (bench_exposition.py has the parser's rate).
 
+``--scrape``: also the design ``scrape``: after the same warm-up, the child serves the cluster's
+exporters over HTTP (4 per node, at the step this process sets) and each step is a real scrape
+round by the service's ``ScrapeSource`` (fetch, parse, relabel, store) followed by the evaluation,
+both in the CPU per step: the whole of ``serve`` on a scrape source.
+
 ``--compare N``: at N nodes, also the design before the streamed engine, side by side in the same
 run: every step, frames rebuilt from the window's samples and the whole engine re-run over the
 window (median of 3 steps). Each measurement runs in a process of its own.
@@ -24,6 +29,8 @@ import resource
 import statistics
 import time
 from multiprocessing.connection import Connection
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from peerwatch.catalog.load import Catalog
@@ -31,20 +38,44 @@ from peerwatch.engine import analyze_frames, kind_by_catalog
 from peerwatch.frames import FrameBuilder
 from peerwatch.model import SeriesBlock
 from peerwatch.service.buffer import SampleBuffer
+from peerwatch.service.clock import Clock
+from peerwatch.service.config import config_from_dict
+from peerwatch.service.demo import free_range
 from peerwatch.service.evaluation import Evaluator
-from peerwatch.service.live_sources import TsdbSource
+from peerwatch.service.live_sources import ScrapeSource, TsdbSource
 from peerwatch.service.memory import return_freed_memory
-from peerwatch.simulate import Scenario, default_spec, simulate
+from peerwatch.simulate import Scenario, Simulation, default_spec, simulate
+from peerwatch.simulate.families import target_labels
+from peerwatch.simulate.serve import LiveCluster, serve_in_thread
+from peerwatch.simulate.targets import EXPORTERS
 
 STEP = 30.0
 SLICE = TsdbSource.READ_STEPS  # warm-up steps handed over at a time, as a TSDB source reads its backlog
 PIECE = 1000  # series handed to the buffer at a time: about one exporter target of a node
 
 
-def feed(nodes: int, hours: float, bounds: list[tuple[int, int]], out: Connection) -> None:
+class _Stepped(LiveCluster):
+    """The simulated exporters at the step the measuring process sets."""
+
+    def __init__(self, sim: Simulation, k: Synchronized[int]) -> None:
+        super().__init__(sim, base_port=free_range(len(EXPORTERS) * sim.layout.n))
+        self.k = k
+
+    def step(self, now: float | None = None) -> int:
+        return self.k.value
+
+
+def feed(
+    nodes: int,
+    hours: float,
+    bounds: list[tuple[int, int]],
+    out: Connection,
+    serve: tuple[Synchronized[int], Event] | None,
+) -> None:
     """Child: simulate, then send the samples of each grid slice ``[a, b)`` as lists of (key, ts,
     values, type) tuples of ``PIECE`` series each (as a scrape hands them over target by target),
-    then None."""
+    then None. With ``serve`` (step, done): then serve the exporters at that step, send the grid's
+    start and the scrape targets, and serve until done."""
     sim = simulate(Scenario("bench", default_spec(nodes), hours=hours, seed=1))
     sets = list(sim.series())
     for a, b in bounds:
@@ -56,6 +87,18 @@ def feed(nodes: int, hours: float, bounds: list[tuple[int, int]], out: Connectio
                 piece = []
         out.send(piece)
         out.send(None)
+    if serve is not None:
+        del sets
+        live = _Stepped(sim, serve[0])
+        _, stop = serve_in_thread(live)
+        targets = [
+            {"url": f"http://127.0.0.1:{live.port(n, x)}/metrics", "job": e.job, "labels": target_labels(e, name)}
+            for n, name in enumerate(sim.layout.names)
+            for x, e in enumerate(EXPORTERS)
+        ]
+        out.send((sim.grid.start, targets))
+        serve[1].wait()
+        stop()
     out.close()
 
 
@@ -63,12 +106,13 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
     """Runs in its own process, so that its peak RSS is its own; sends the figures to ``out``."""
     return_freed_memory()  # as ``peerwatch serve`` does
     warm = round(window / STEP)
-    bounds = [(a, min(a + SLICE, warm)) for a in range(0, warm, SLICE)] + [
-        (k, k + 1) for k in range(warm, warm + steps)
-    ]
+    bounds = [(a, min(a + SLICE, warm)) for a in range(0, warm, SLICE)]
+    if design != "scrape":
+        bounds += [(k, k + 1) for k in range(warm, warm + steps)]
     hours = (warm + steps + 2) * STEP / 3600
     recv, send = mp.Pipe(duplex=False)
-    child = mp.Process(target=feed, args=(nodes, hours, bounds, send))
+    serve = (mp.Value("i", warm), mp.Event()) if design == "scrape" else None
+    child = mp.Process(target=feed, args=(nodes, hours, bounds, send, serve))
     child.start()
     send.close()
     buffer = SampleBuffer(window + 2 * STEP)
@@ -87,10 +131,22 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
             builder = FrameBuilder(STEP, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=end)
             analyze_frames(builder.add_all(buffer.blocks(end - window, end)).build(), catalog=catalog)
         cpu = time.process_time() - t
-        if i < len(bounds) - steps:
+        if design == "scrape" or i < len(bounds) - steps:
             warm_cpu += cpu
         else:
             step_cpu.append(cpu)
+    if serve is not None:  # each step: a scrape round of every exporter, then the evaluation
+        start, targets = recv.recv()
+        config = config_from_dict({"source": {"scrape": {"targets": targets, "timeout": "60s"}}}, "bench")
+        assert config.source.scrape is not None
+        source = ScrapeSource(config.source.scrape, STEP, Clock(start=start, origin=time.time()))
+        for k in range(warm, warm + steps):
+            serve[0].value = k
+            t = time.process_time()
+            fetch = source.collect(start + k * STEP + STEP / 2, buffer)  # stamped mid-step, as serve does
+            assert evaluator.evaluate(buffer, fetch.complete_until, fetch.at) is not None
+            step_cpu.append(time.process_time() - t)
+        serve[1].set()
     child.join()
     out.send(
         {
@@ -120,13 +176,15 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=7200.0)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--compare", type=int, nargs="*", default=[63])
+    parser.add_argument("--scrape", action="store_true", help="also the live steps as scrape rounds (see above)")
     args = parser.parse_args()
     print(f"window {args.window:g} s, step {STEP:g} s, median of {args.steps} steps")
     head = ("design", "nodes", "series", "warm-up CPU s", "CPU s/step", "cores", "RSS GiB", "peak RSS GiB")
     print(" ".join(f"{h:>{w}}" for h, w in zip(head, (7, 6, 9, 14, 11, 6, 8, 13), strict=True)))
     for nodes in sorted(args.nodes):
-        for design in ("stream", "window") if nodes in args.compare else ("stream",):
-            r = run(nodes, args.window, args.steps if design == "stream" else 3, design)
+        designs = ("stream", "scrape") if args.scrape else ("stream",)
+        for design in (*designs, "window") if nodes in args.compare else designs:
+            r = run(nodes, args.window, 3 if design == "window" else args.steps, design)
             print(
                 f"{design:>7} {r['nodes']:>6.0f} {r['series']:>9.0f} {r['warmup_cpu_s']:>14.1f} "
                 f"{r['cpu_s_per_step']:>11.3f} {r['cores_at_30s']:>6.3f} {r['rss_gib']:>8.2f} "

@@ -211,7 +211,7 @@ def _entities(s: Src, n: int, kind: str) -> list[dict[str, str]]:
 
 
 def _base(s: Src, n: int) -> dict[str, str]:
-    return {**target_labels(EXP, s.layout.names[n]), "service_group": "agent"}
+    return target_labels(EXP, s.layout.names[n])  # service_group included
 
 
 KINDS = ("node", "rpc", "stat", "agent", "device")

@@ -90,7 +90,7 @@ class SeriesSet:
 
 def target_labels(exporter: Exporter, node: str) -> dict[str, str]:
     """What Prometheus adds when it scrapes a target."""
-    return {"instance": f"{node}:{exporter.port}", "job": exporter.job}
+    return {"instance": f"{node}:{exporter.port}", "job": exporter.job, **dict(exporter.discovered)}
 
 
 def integrate(inc: FloatArray, start: FloatArray, reset: BoolArray | None) -> FloatArray:

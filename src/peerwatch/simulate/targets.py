@@ -24,13 +24,15 @@ class Exporter:
     key: str
     job: str
     port: int
+    discovered: tuple[tuple[str, str], ...] = ()  # target labels its service discovery adds
 
 
 EXPORTERS: tuple[Exporter, ...] = (
     Exporter("node", "node-exporter", 9100),
     Exporter("dcgm", "dcgm-exporter", 9400),
     Exporter("allsmi", "all-smi", 9090),  # all-smi's documented `api --port 9090`
-    Exporter("backendai", "backendai-agent", 6003),
+    # Backend.AI's own Prometheus set-up discovers its agents over HTTP with a service_group label.
+    Exporter("backendai", "backendai-agent", 6003, (("service_group", "agent"),)),
 )
 EXPORTER_INDEX: dict[str, int] = {e.key: i for i, e in enumerate(EXPORTERS)}
 
