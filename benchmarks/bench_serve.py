@@ -24,6 +24,7 @@ window (median of 3 steps). Each measurement runs in a process of its own.
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing as mp
 import resource
 import statistics
@@ -90,6 +91,7 @@ def feed(
     if serve is not None:
         del sets
         live = _Stepped(sim, serve[0])
+        gc.freeze()  # the simulation's millions of objects: no collector passes over them while serving
         _, stop = serve_in_thread(live)
         targets = [
             {"url": f"http://127.0.0.1:{live.port(n, x)}/metrics", "job": e.job, "labels": target_labels(e, name)}
