@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 
 M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
 THRESHOLD = 64 * 1024
 
 
+@functools.cache  # found once: find_library runs ldconfig, and trim() runs every step
 def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     try:
