@@ -227,3 +227,33 @@ def test_serve_exposes_each_target_live_on_its_own_port() -> None:
     if dcgm.status_code == 200:
         assert "DCGM_FI_DEV_GPU_UTIL{" in dcgm.text and "instance=" not in dcgm.text
     assert f"gpu002 dcgm-exporter http://127.0.0.1:{live.port(1, 1)}/metrics" in index
+
+
+def test_scraping_the_live_exporters_gives_the_recorded_series() -> None:
+    """Scraped with their target labels (Backend.AI's service_group included), the live exporters'
+    series are the recording's, plus the scrape's own health series."""
+    import random
+
+    from peerwatch.service.demo import free_range
+    from peerwatch.simulate.families import target_labels
+    from peerwatch.simulate.serve import LiveCluster, serve_in_thread
+    from peerwatch.simulate.targets import EXPORTERS
+    from peerwatch.sources.scrape import Target, scrape
+
+    sim = simulate(Scenario("keys", default_spec(2), hours=0.1, seed=1))
+    live = LiveCluster(sim, speed=1e-9, base_port=free_range(4 * sim.layout.n, start=random.randint(30000, 40000)))
+    thread, stop = serve_in_thread(live)
+    try:
+        targets = [
+            Target(f"http://127.0.0.1:{live.port(n, x)}/metrics", e.job, target_labels(e, name))
+            for n, name in enumerate(sim.layout.names)
+            for x, e in enumerate(EXPORTERS)
+        ]
+        result = scrape(targets, timeout=10.0)
+    finally:
+        stop()
+        thread.join(5)
+    health = ("up", "scrape_duration_seconds", "scrape_samples_scraped")
+    scraped = {b.key for b in result.blocks if b.key.name not in health}
+    assert any(k.name.startswith("backendai_") for k in scraped)
+    assert scraped - {b.key for b in sim.blocks()} == set()
