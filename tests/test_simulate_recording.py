@@ -241,7 +241,7 @@ def test_scraping_the_live_exporters_gives_the_recorded_series() -> None:
     from peerwatch.sources.scrape import Target, scrape
 
     sim = simulate(Scenario("keys", default_spec(2), hours=0.1, seed=1))
-    live = LiveCluster(sim, speed=1e-9, base_port=free_range(4 * sim.layout.n, start=random.randint(30000, 40000)))
+    live = LiveCluster(sim, speed=1e-9, base_port=free_range(4 * sim.layout.n, start=random.randint(20000, 30000)))
     thread, stop = serve_in_thread(live)
     try:
         targets = [
