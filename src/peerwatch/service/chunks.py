@@ -122,7 +122,8 @@ class ChunkFrames:
         ids, col, ts, vals = ids[latest], col[latest], ts[latest], vals[latest]
         fam_of = self._family[ids]
         by_family = np.argsort(fam_of, kind="stable")
-        bounds = np.r_[np.unique(fam_of[by_family], return_index=True)[1], ids.size]
+        # Where each family's run starts, and the end (none when the step brought no samples).
+        bounds = np.flatnonzero(np.diff(fam_of[by_family], prepend=-1, append=-1))
         placed: dict[str, tuple[FloatArray, FloatArray]] = {}
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             pick = by_family[a:b]
