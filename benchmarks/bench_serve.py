@@ -11,10 +11,11 @@ samples not yet judged), peak RSS its highest (ru_maxrss, also holding a slice's
 they are judged); the simulation lives in another process. Scraping and parsing exporter text are
 not included (bench_exposition.py has the parser's rate).
 
-``--scrape``: also the design ``scrape``: after the same warm-up, the child serves the cluster's
-exporters over HTTP (4 per node, at the step this process sets) and each step is a real scrape
-round by the service's ``ScrapeSource`` (fetch, parse, relabel, store) followed by the evaluation,
-both in the CPU per step: the whole of ``serve`` on a scrape source.
+``--designs stream scrape``: also (or only) the design ``scrape``: after the same warm-up, the
+child serves the cluster's exporters over HTTP (4 per node, at the step this process sets, their
+text rendered beforehand) and each step is a real scrape round by the service's ``ScrapeSource``
+(fetch, parse, relabel, store) followed by the evaluation, both in the CPU per step: the whole of
+``serve`` on a scrape source.
 
 ``--compare N``: at N nodes, also the design before the streamed engine, side by side in the same
 run: every step, frames rebuilt from the window's samples and the whole engine re-run over the
@@ -28,6 +29,7 @@ import gc
 import multiprocessing as mp
 import resource
 import statistics
+import sys
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
@@ -56,14 +58,25 @@ PIECE = 1000  # series handed to the buffer at a time: about one exporter target
 
 
 class _Stepped(LiveCluster):
-    """The simulated exporters at the step the measuring process sets."""
+    """The simulated exporters at the step the measuring process sets, their text rendered beforehand
+    for ``steps`` (so that serving costs this process next to nothing beside the one measured)."""
 
-    def __init__(self, sim: Simulation, k: Synchronized[int]) -> None:
+    def __init__(self, sim: Simulation, k: Synchronized[int], steps: range) -> None:
         super().__init__(sim, base_port=free_range(len(EXPORTERS) * sim.layout.n))
         self.k = k
+        self.bodies = {
+            (n, x, j): super(_Stepped, self).render(n, x, j)
+            for j in steps
+            for n in range(sim.layout.n)
+            for x in range(len(EXPORTERS))
+        }
+        self.targets = []  # the rows, no longer needed
 
     def step(self, now: float | None = None) -> int:
         return self.k.value
+
+    def render(self, node: int, exporter: int, k: int) -> str | None:
+        return self.bodies[node, exporter, k]
 
 
 def feed(
@@ -71,12 +84,12 @@ def feed(
     hours: float,
     bounds: list[tuple[int, int]],
     out: Connection,
-    serve: tuple[Synchronized[int], Event] | None,
+    serve: tuple[Synchronized[int], Event, range] | None,
 ) -> None:
     """Child: simulate, then send the samples of each grid slice ``[a, b)`` as lists of (key, ts,
     values, type) tuples of ``PIECE`` series each (as a scrape hands them over target by target),
-    then None. With ``serve`` (step, done): then serve the exporters at that step, send the grid's
-    start and the scrape targets, and serve until done."""
+    then None. With ``serve`` (step, done, steps): then serve the exporters at that step (one of
+    ``steps``), send the grid's start and the scrape targets, and serve until done."""
     sim = simulate(Scenario("bench", default_spec(nodes), hours=hours, seed=1))
     sets = list(sim.series())
     for a, b in bounds:
@@ -90,7 +103,7 @@ def feed(
         out.send(None)
     if serve is not None:
         del sets
-        live = _Stepped(sim, serve[0])
+        live = _Stepped(sim, serve[0], serve[2])
         gc.freeze()  # the simulation's millions of objects: no collector passes over them while serving
         _, stop = serve_in_thread(live)
         targets = [
@@ -104,6 +117,10 @@ def feed(
     out.close()
 
 
+def _rss_gib() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**30
+
+
 def measure(nodes: int, window: float, steps: int, design: str, out: Connection) -> None:
     """Runs in its own process, so that its peak RSS is its own; sends the figures to ``out``."""
     return_freed_memory()  # as ``peerwatch serve`` does
@@ -113,7 +130,7 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
         bounds += [(k, k + 1) for k in range(warm, warm + steps)]
     hours = (warm + steps + 2) * STEP / 3600
     recv, send = mp.Pipe(duplex=False)
-    serve = (mp.Value("i", warm), mp.Event()) if design == "scrape" else None
+    serve = (mp.Value("i", warm), mp.Event(), range(warm, warm + steps)) if design == "scrape" else None
     child = mp.Process(target=feed, args=(nodes, hours, bounds, send, serve))
     child.start()
     send.close()
@@ -126,7 +143,7 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
         end = buffer.newest
         assert end is not None
         t = time.process_time()
-        if design == "stream":
+        if design != "window":
             assert evaluator.evaluate(buffer, end, end) is not None
         elif i >= len(bounds) - steps:  # the window design: frames rebuilt, the engine over the window
             catalog = Catalog.default()
@@ -148,6 +165,7 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
             fetch = source.collect(start + k * STEP + STEP / 2, buffer)  # stamped mid-step, as serve does
             assert evaluator.evaluate(buffer, fetch.complete_until, fetch.at) is not None
             step_cpu.append(time.process_time() - t)
+            print(f"  scrape step {k}: {step_cpu[-1]:.2f} s CPU, RSS {_rss_gib():.2f} GiB", file=sys.stderr, flush=True)
         serve[1].set()
     child.join()
     out.send(
@@ -158,7 +176,7 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
             "cpu_s_per_step": statistics.median(step_cpu),
             "cores_at_30s": statistics.median(step_cpu) / STEP,
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            "rss_gib": int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**30,
+            "rss_gib": _rss_gib(),
         }
     )
 
@@ -178,14 +196,13 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=7200.0)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--compare", type=int, nargs="*", default=[63])
-    parser.add_argument("--scrape", action="store_true", help="also the live steps as scrape rounds (see above)")
+    parser.add_argument("--designs", nargs="+", choices=("stream", "scrape"), default=["stream"], help="see above")
     args = parser.parse_args()
     print(f"window {args.window:g} s, step {STEP:g} s, median of {args.steps} steps")
     head = ("design", "nodes", "series", "warm-up CPU s", "CPU s/step", "cores", "RSS GiB", "peak RSS GiB")
     print(" ".join(f"{h:>{w}}" for h, w in zip(head, (7, 6, 9, 14, 11, 6, 8, 13), strict=True)))
     for nodes in sorted(args.nodes):
-        designs = ("stream", "scrape") if args.scrape else ("stream",)
-        for design in (*designs, "window") if nodes in args.compare else designs:
+        for design in (*args.designs, "window") if nodes in args.compare else args.designs:
             r = run(nodes, args.window, 3 if design == "window" else args.steps, design)
             print(
                 f"{design:>7} {r['nodes']:>6.0f} {r['series']:>9.0f} {r['warmup_cpu_s']:>14.1f} "
