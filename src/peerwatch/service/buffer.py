@@ -113,13 +113,14 @@ class SampleBuffer:
         """The samples in ``(start, end]`` as flat arrays (series id, time, value), in no particular order."""
         with self._lock:
             chunks = [c for c in self._chunks if c.newest > start]
-        if not chunks:
-            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
-        ids = np.concatenate([c.ids for c in chunks])
-        ts = np.concatenate([c.ts for c in chunks])
-        vals = np.concatenate([c.values for c in chunks])
-        inside = (ts > start) & (ts <= end)
-        return ids[inside], ts[inside], vals[inside]
+        # Each fetch filtered before they are joined: a backlog read is judged a part at a time, and
+        # joining whole fetches first would copy all of it for every part.
+        inside = [(c.ts > start) & (c.ts <= end) for c in chunks]
+        return (
+            np.concatenate([c.ids[m] for c, m in zip(chunks, inside, strict=True)] or [np.zeros(0, dtype=np.int64)]),
+            np.concatenate([c.ts[m] for c, m in zip(chunks, inside, strict=True)] or [np.zeros(0)]),
+            np.concatenate([c.values[m] for c, m in zip(chunks, inside, strict=True)] or [np.zeros(0)]),
+        )
 
     def series_of(self, first: int, stop: int) -> list[tuple[SeriesKey, str | None]]:
         """Key and declared type of the series with ids ``first..stop-1``."""
