@@ -115,12 +115,11 @@ class SampleBuffer:
             chunks = [c for c in self._chunks if c.newest > start]
         # Each fetch filtered before they are joined: a backlog read is judged a part at a time, and
         # joining whole fetches first would copy all of it for every part.
-        inside = [(c.ts > start) & (c.ts <= end) for c in chunks]
-        return (
-            np.concatenate([c.ids[m] for c, m in zip(chunks, inside, strict=True)] or [np.zeros(0, dtype=np.int64)]),
-            np.concatenate([c.ts[m] for c, m in zip(chunks, inside, strict=True)] or [np.zeros(0)]),
-            np.concatenate([c.values[m] for c, m in zip(chunks, inside, strict=True)] or [np.zeros(0)]),
-        )
+        parts = [(c.ids[m], c.ts[m], c.values[m]) for c in chunks for m in [(c.ts > start) & (c.ts <= end)]]
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+        ids, ts, vals = (np.concatenate(x) for x in zip(*parts, strict=True))
+        return ids, ts, vals
 
     def series_of(self, first: int, stop: int) -> list[tuple[SeriesKey, str | None]]:
         """Key and declared type of the series with ids ``first..stop-1``."""
