@@ -163,9 +163,14 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
             serve[0].value = k
             t = time.process_time()
             fetch = source.collect(start + k * STEP + STEP / 2, buffer)  # stamped mid-step, as serve does
+            scraped = time.process_time()
             assert evaluator.evaluate(buffer, fetch.complete_until, fetch.at) is not None
             step_cpu.append(time.process_time() - t)
-            print(f"  scrape step {k}: {step_cpu[-1]:.2f} s CPU, RSS {_rss_gib():.2f} GiB", file=sys.stderr, flush=True)
+            print(
+                f"  scrape step {k}: {step_cpu[-1]:.2f} s CPU (round {scraped - t:.2f}), RSS {_rss_gib():.2f} GiB",
+                file=sys.stderr,
+                flush=True,
+            )
         serve[1].set()
     child.join()
     out.send(

@@ -58,22 +58,36 @@ class SampleBuffer:
                 vals.append(block.values)
             if not ids:
                 return 0
-            if len(self._last) < len(self._keys):  # grown by doubling: one round adds to it target by target
-                self._last = np.r_[
-                    self._last, np.full(max(len(self._keys), 2 * len(self._last)) - len(self._last), -np.inf)
-                ]
-            id_arr = np.repeat(np.array(ids, dtype=np.int64), lengths)
-            ts_arr, val_arr = np.concatenate(ts), np.concatenate(vals)
-            keep = ts_arr > self._last[id_arr]
+            return self._store(
+                np.repeat(np.array(ids, dtype=np.int64), lengths), np.concatenate(ts), np.concatenate(vals)
+            )
+
+    def add_ids(self, ids: IntArray, ts: FloatArray, values: FloatArray) -> int:
+        """Add samples of series already held, given by id (:meth:`ids_of`); returns how many were new."""
+        with self._lock:
+            return self._store(ids, ts, values) if ids.size else 0
+
+    def ids_of(self, keys: Iterable[SeriesKey]) -> IntArray:
+        """The ids of series already added."""
+        with self._lock:
+            return np.array([self._ids[k] for k in keys], dtype=np.int64)
+
+    def _store(self, id_arr: IntArray, ts_arr: FloatArray, val_arr: FloatArray) -> int:
+        if len(self._last) < len(self._keys):  # grown by doubling: one round adds to it target by target
+            self._last = np.r_[
+                self._last, np.full(max(len(self._keys), 2 * len(self._last)) - len(self._last), -np.inf)
+            ]
+        keep = ts_arr > self._last[id_arr]
+        if not keep.all():
             id_arr, ts_arr, val_arr = id_arr[keep], ts_arr[keep], val_arr[keep]
-            if not id_arr.size:
-                return 0
-            np.maximum.at(self._last, id_arr, ts_arr)
-            newest = float(ts_arr.max())
-            self._chunks.append(_Chunk(id_arr, ts_arr, val_arr, newest))
-            self.newest = newest if self.newest is None else max(self.newest, newest)
-            self._trim(self.newest - self.span)
-            return int(id_arr.size)
+        if not id_arr.size:
+            return 0
+        np.maximum.at(self._last, id_arr, ts_arr)
+        newest = float(ts_arr.max())
+        self._chunks.append(_Chunk(id_arr, ts_arr, val_arr, newest))
+        self.newest = newest if self.newest is None else max(self.newest, newest)
+        self._trim(self.newest - self.span)
+        return int(id_arr.size)
 
     def _intern(self, block: SeriesBlock) -> int:
         i = self._ids.get(block.key)

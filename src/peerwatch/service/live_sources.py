@@ -9,7 +9,7 @@ service turns into a "monitoring blind" alarm.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +20,8 @@ from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig, TsdbConfig
 from peerwatch.service.discovery import FileDiscovery
-from peerwatch.sources.scrape import Target, scrape_each
+from peerwatch.sources.scrape import HEALTH, Fetched, Target, TargetResult, fetch_each, health_blocks, target_blocks
+from peerwatch.sources.scrape_cache import ScrapeCache, split_lines
 from peerwatch.sources.tsdb import TSDBClient, TSDBError
 
 
@@ -67,6 +68,7 @@ class ScrapeSource:
         self.static = [Target(t.url, t.job, dict(t.labels)) for t in config.targets] + list(extra)
         self.discovery = FileDiscovery(config.file_sd)
         self.catch_up = True
+        self.cache = ScrapeCache()
         self.name = f"scrape of {len(self.static)} targets" + (
             f" and {len(config.file_sd)} file_sd files" if config.file_sd else ""
         )
@@ -91,21 +93,57 @@ class ScrapeSource:
         timeout = min(self.config.timeout, max(0.2, 0.8 * self.step / self.clock.speed))
         added = 0
         down: list[tuple[str, str]] = []
+        problems = ProblemLog(limit=50)
         # Each target's samples go to the buffer as it is parsed: a round's million series objects
         # never live at once (they would stay in the interpreter's arenas as slack).
-        for result, blocks in scrape_each(targets, timeout=timeout, problems=ProblemLog(limit=50)):
-            added += buffer.add(blocks if self.clock.real else _stamped(blocks, now))
+        for target, got in fetch_each(targets, timeout=timeout):
+            result, n = self._take(target, got, now, buffer, problems)
+            added += n
             if not result.up:
                 down.append((result.target.url, result.error or "down"))
+        self.cache.retain({_cache_key(t) for t in targets})  # targets gone from discovery
         error = f"all {len(targets)} scrape targets failed" if len(down) == len(targets) else None
         return Fetch(now, complete, added, len(targets), tuple(down), error)
+
+    def _take(
+        self, target: Target, got: Fetched, now: float, buffer: SampleBuffer, problems: ProblemLog
+    ) -> tuple[TargetResult, int]:
+        """One target's samples into ``buffer``: through the scrape cache if it knows every line."""
+        key = _cache_key(target)
+        lines = split_lines(got.body) if got.body is not None else None
+        if lines is not None and (ids := self.cache.ids(key, lines)) is not None:
+            result = TargetResult(target, True, got.started, got.duration, len(ids))
+            if not self.clock.real:
+                ts = np.full(len(ids), now)
+            elif lines.stamps is None:
+                ts = np.full(len(ids), got.started)
+            else:
+                ts = np.where(np.isnan(lines.stamps), got.started, lines.stamps)
+            added = buffer.add_ids(ids, ts, lines.values)
+            return result, added + buffer.add(self._stamped(health_blocks(result), now))
+        before = len(problems)
+        result, blocks = target_blocks(target, got, problems)
+        added = buffer.add(self._stamped(blocks, now))
+        own = blocks[: len(blocks) - len(HEALTH)]
+        if lines is not None and result.up and len(problems) == before and all(len(b) == 1 for b in own):
+            values = np.array([b.values[0] for b in own])
+            self.cache.learn(key, lines, buffer.ids_of(b.key for b in own), values)
+        else:
+            self.cache.forget(key)
+        return result, added
+
+    def _stamped(self, blocks: Iterable[SeriesBlock], ts: float) -> Iterable[SeriesBlock]:
+        if self.clock.real:
+            return blocks
+        return [SeriesBlock(b.key, np.full(len(b), ts), b.values, b.mtype) for b in blocks]
 
     def close(self) -> None:
         pass
 
 
-def _stamped(blocks: Sequence[SeriesBlock], ts: float) -> list[SeriesBlock]:
-    return [SeriesBlock(b.key, np.full(len(b), ts), b.values, b.mtype) for b in blocks]
+def _cache_key(target: Target) -> tuple[str, tuple[tuple[str, str], ...]]:
+    # Its labels too: the same URL relabelled by discovery gives other series.
+    return target.url, tuple(sorted(target.target_labels().items()))
 
 
 class TsdbSource:

@@ -25,6 +25,7 @@ from peerwatch.sources.exposition import ExpositionParser, blocks_from_samples
 # What Prometheus asks for, minus protobuf and OpenMetrics: plain text is what every exporter serves.
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 MAX_BODY_BYTES = 64 << 20
+HEALTH = ("up", "scrape_duration_seconds", "scrape_samples_scraped")  # series Prometheus adds per target
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,9 @@ class ScrapeResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Fetched:
+class Fetched:
+    """One target's answer: its body, or why there is none."""
+
     started: float
     duration: float
     body: bytes | None
@@ -111,9 +114,21 @@ def scrape_each(
 ) -> Iterator[tuple[TargetResult, list[SeriesBlock]]]:
     """Scrape every target once, concurrently; each target's outcome and blocks (its own samples,
     then ``up`` and co.) as it is parsed, in the order of ``targets``. A consumer that stores each
-    target's blocks before taking the next never holds a whole round's series objects at once, and
-    at most ``2 * concurrency`` bodies are fetched ahead of the parsing."""
+    target's blocks before taking the next never holds a whole round's series objects at once."""
     problems = problems if problems is not None else ProblemLog()
+    for target, got in fetch_each(targets, timeout=timeout, concurrency=concurrency, headers=headers):
+        yield target_blocks(target, got, problems)
+
+
+def fetch_each(
+    targets: Sequence[Target],
+    *,
+    timeout: float = 10.0,
+    concurrency: int = 32,
+    headers: Mapping[str, str] | None = None,
+) -> Iterator[tuple[Target, Fetched]]:
+    """Every target's body fetched concurrently, handed over in the order of ``targets``; at most
+    ``2 * concurrency`` bodies are fetched ahead of the consumer."""
     if not targets:
         return
     hdrs = {"Accept": ACCEPT, "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout:g}", **(headers or {})}
@@ -122,39 +137,42 @@ def scrape_each(
         httpx.Client(timeout=timeout, headers=hdrs, limits=limits, follow_redirects=True) as client,
         ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(targets)))) as pool,
     ):
-        ahead: deque[tuple[Target, Future[_Fetched]]] = deque()
+        ahead: deque[tuple[Target, Future[Fetched]]] = deque()
         for target in targets:
             ahead.append((target, pool.submit(_fetch, client, target.url)))
             if len(ahead) >= 2 * concurrency:
-                yield _parsed(*ahead.popleft(), problems)
+                target, got = ahead.popleft()
+                yield target, got.result()
         while ahead:
-            yield _parsed(*ahead.popleft(), problems)
+            target, got = ahead.popleft()
+            yield target, got.result()
 
 
-def _parsed(target: Target, fetched: Future[_Fetched], problems: ProblemLog) -> tuple[TargetResult, list[SeriesBlock]]:
-    own, result = _target_blocks(target, fetched.result(), problems)
-    own.extend(_health_blocks(result))
+def target_blocks(target: Target, got: Fetched, problems: ProblemLog) -> tuple[TargetResult, list[SeriesBlock]]:
+    """A fetched target's outcome and blocks: its own samples, labelled, then ``up`` and co."""
+    own, result = _own_blocks(target, got, problems)
+    own.extend(health_blocks(result))
     return result, own
 
 
-def _fetch(client: httpx.Client, url: str) -> _Fetched:
+def _fetch(client: httpx.Client, url: str) -> Fetched:
     started, t0 = time.time(), time.perf_counter()
     try:
         with client.stream("GET", url) as resp:
             if resp.status_code != 200:
-                return _Fetched(started, time.perf_counter() - t0, None, f"HTTP {resp.status_code}")
+                return Fetched(started, time.perf_counter() - t0, None, f"HTTP {resp.status_code}")
             chunks, size = [], 0
             for chunk in resp.iter_bytes():
                 size += len(chunk)
                 if size > MAX_BODY_BYTES:
-                    return _Fetched(started, time.perf_counter() - t0, None, f"body over {MAX_BODY_BYTES} bytes")
+                    return Fetched(started, time.perf_counter() - t0, None, f"body over {MAX_BODY_BYTES} bytes")
                 chunks.append(chunk)
     except httpx.HTTPError as exc:
-        return _Fetched(started, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc or 'no detail'}")
-    return _Fetched(started, time.perf_counter() - t0, b"".join(chunks), None)
+        return Fetched(started, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc or 'no detail'}")
+    return Fetched(started, time.perf_counter() - t0, b"".join(chunks), None)
 
 
-def _target_blocks(target: Target, got: _Fetched, problems: ProblemLog) -> tuple[list[SeriesBlock], TargetResult]:
+def _own_blocks(target: Target, got: Fetched, problems: ProblemLog) -> tuple[list[SeriesBlock], TargetResult]:
     if got.body is None:
         problems.add(target.url, f"scrape failed: {got.error}")
         return [], TargetResult(target, False, got.started, got.duration, 0, got.error)
@@ -187,13 +205,11 @@ def _relabel(key: SeriesKey, target_labels: Mapping[str, str]) -> SeriesKey:
     return SeriesKey(key.name, labels_of(labels))
 
 
-def _health_blocks(result: TargetResult) -> Iterator[SeriesBlock]:
+def health_blocks(result: TargetResult) -> list[SeriesBlock]:
     """``up``, ``scrape_duration_seconds`` and ``scrape_samples_scraped`` at the scrape time."""
     labels = labels_of(result.target.target_labels())
     ts = np.array([result.timestamp])
-    for name, value in (
-        ("up", 1.0 if result.up else 0.0),
-        ("scrape_duration_seconds", result.duration),
-        ("scrape_samples_scraped", float(result.samples)),
-    ):
-        yield SeriesBlock(SeriesKey(name, labels), ts, np.array([value]), "gauge")
+    values = (1.0 if result.up else 0.0, result.duration, float(result.samples))
+    return [
+        SeriesBlock(SeriesKey(name, labels), ts, np.array([v]), "gauge") for name, v in zip(HEALTH, values, strict=True)
+    ]
