@@ -14,8 +14,9 @@ not included (bench_exposition.py has the parser's rate).
 ``--designs stream scrape``: also (or only) the design ``scrape``: after the same warm-up, the
 child serves the cluster's exporters over HTTP (4 per node, at the step this process sets, their
 text rendered beforehand) and each step is a real scrape round by the service's ``ScrapeSource``
-(fetch, parse, relabel, store) followed by the evaluation, both in the CPU per step: the whole of
-``serve`` on a scrape source.
+(fetch, the scrape cache's lookups or a full parse, store) followed by the evaluation, both in the
+CPU per step: the whole of ``serve`` on a scrape source. Each step's CPU, the round's part and the
+RSS go to stderr as they are measured.
 
 ``--compare N``: at N nodes, also the design before the streamed engine, side by side in the same
 run: every step, frames rebuilt from the window's samples and the whole engine re-run over the
@@ -117,7 +118,7 @@ def feed(
     out.close()
 
 
-def _rss_gib() -> float:
+def rss_gib() -> float:
     return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**30
 
 
@@ -167,7 +168,7 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
             assert evaluator.evaluate(buffer, fetch.complete_until, fetch.at) is not None
             step_cpu.append(time.process_time() - t)
             print(
-                f"  scrape step {k}: {step_cpu[-1]:.2f} s CPU (round {scraped - t:.2f}), RSS {_rss_gib():.2f} GiB",
+                f"  scrape step {k}: {step_cpu[-1]:.2f} s CPU (round {scraped - t:.2f}), RSS {rss_gib():.2f} GiB",
                 file=sys.stderr,
                 flush=True,
             )
@@ -180,8 +181,8 @@ def measure(nodes: int, window: float, steps: int, design: str, out: Connection)
             "warmup_cpu_s": warm_cpu,
             "cpu_s_per_step": statistics.median(step_cpu),
             "cores_at_30s": statistics.median(step_cpu) / STEP,
-            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            "rss_gib": _rss_gib(),
+            "peakrss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "rss_gib": rss_gib(),
         }
     )
 
@@ -212,7 +213,7 @@ def main() -> None:
             print(
                 f"{design:>7} {r['nodes']:>6.0f} {r['series']:>9.0f} {r['warmup_cpu_s']:>14.1f} "
                 f"{r['cpu_s_per_step']:>11.3f} {r['cores_at_30s']:>6.3f} {r['rss_gib']:>8.2f} "
-                f"{r['peak_rss_gib']:>13.2f}"
+                f"{r['peakrss_gib']:>13.2f}"
             )
 
 

@@ -6,7 +6,10 @@ here, against well under 1 µs for the split and lookup). A line's *head*, its t
 value, stands for its series. The cache learns a target's heads from a full parse of a body and
 takes a later body only when every sample line's head is known; any new, malformed or unusual
 line sends the whole body to the full parse again, which reports it and teaches the cache anew.
-So the cache changes the cost of a scrape, never its result.
+So the cache changes the cost of a scrape, not its result. A head is kept as its 64-bit hash
+(Python's, randomly keyed per process), 16 bytes a series with its id instead of its text: a new
+line would be taken for a known one only if its head's hash equalled one of the same target's
+(odds of about 1 in 10^16 per new line at a thousand series per target).
 """
 
 from __future__ import annotations
