@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +38,7 @@ class SampleBuffer:
         self._lock = threading.Lock()
         self._ids: dict[SeriesKey, int] = {}
         self._keys: list[SeriesKey] = []
+        self._pool: dict[object, Any] = {}  # one copy of each label string and pair (see _shared)
         self._mtypes: list[str | None] = []
         self._last: FloatArray = np.full(0, -np.inf)
         self._chunks: deque[_Chunk] = deque()
@@ -92,12 +94,24 @@ class SampleBuffer:
     def _intern(self, block: SeriesBlock) -> int:
         i = self._ids.get(block.key)
         if i is None:
-            i = self._ids[block.key] = len(self._keys)
-            self._keys.append(block.key)
+            key = self._shared(block.key)
+            i = self._ids[key] = len(self._keys)
+            self._keys.append(key)
             self._mtypes.append(block.mtype)
         elif self._mtypes[i] is None and block.mtype:
             self._mtypes[i] = block.mtype
         return i
+
+    def _shared(self, key: SeriesKey) -> SeriesKey:
+        """``key`` built from one copy of each name, label value and label pair: a source makes new
+        strings for every series it reads, and a million series' keys would otherwise hold
+        hundreds of copies of each node name, GPU model and label name (about 360 bytes a series)."""
+        pool = self._pool
+        labels = []
+        for name, value in key.labels:
+            pair = (pool.setdefault(name, name), pool.setdefault(value, value))
+            labels.append(pool.setdefault(pair, pair))
+        return SeriesKey(pool.setdefault(key.name, key.name), tuple(labels))
 
     def release(self, until: float) -> None:
         """Forget the fetches whose samples are all at or before ``until`` (judged: not needed again)."""

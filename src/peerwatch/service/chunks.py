@@ -113,13 +113,15 @@ class ChunkFrames:
             self.problems.add("samples", f"{int((~keep).sum())} non-finite or impossibly timed samples dropped")
             ids, ts, vals = ids[keep], ts[keep], vals[keep]
         self._register(buffer, int(ids.max(initial=-1)) + 1)
-        col = np.ceil(ts / self.step - 1e-9).astype(np.int64) - first
-        # The latest sample of each (series, step) wins, whatever the arrival order.
+        col = (np.ceil(ts / self.step - 1e-9) - first).astype(np.int32)
+        # The latest sample of each (series, step) wins, whatever the arrival order. Times and
+        # values are gathered once, for the winners only: a backlog's slice is millions of samples.
         order = np.lexsort((ts, col, ids))
-        ids, col, ts, vals = ids[order], col[order], ts[order], vals[order]
+        ids, col = ids[order], col[order]
         latest = np.ones(ids.size, dtype=bool)
         latest[:-1] = (ids[1:] != ids[:-1]) | (col[1:] != col[:-1])
-        ids, col, ts, vals = ids[latest], col[latest], ts[latest], vals[latest]
+        won = order[latest]
+        ids, col, ts, vals = ids[latest], col[latest], ts[won], vals[won]
         fam_of = self._family[ids]
         by_family = np.argsort(fam_of, kind="stable")
         # Where each family's run starts, and the end (none when the step brought no samples).
