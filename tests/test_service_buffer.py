@@ -37,3 +37,21 @@ def test_released_fetches_and_those_older_than_the_span_are_forgotten() -> None:
     assert buffer.samples == 2 and buffer.oldest() == 30
     buffer.add([block(B, [200])])  # the second fetch is now older than the span
     assert buffer.samples == 1 and buffer.series == 2 and buffer.newest == 200
+
+
+def test_keys_share_one_copy_of_each_label_string_and_pair() -> None:
+    def fresh(*parts: str) -> str:  # a new str object each time, as a parser makes them
+        return "".join(list("".join(parts)))
+
+    buffer = SampleBuffer(span=1000.0)
+    keys = [
+        SeriesKey(fresh("DCGM_FI_DEV_GPU_TEMP"), ((fresh("Hostname"), fresh("gpu001")), ("gpu", str(g))))
+        for g in range(3)
+    ]
+    assert keys[0].labels[0][1] is not keys[1].labels[0][1]
+    buffer.add(block(k, [10]) for k in keys)
+    held = [key for key, _ in buffer.series_of(0, 3)]
+    assert held == keys
+    assert held[0].name is held[1].name is held[2].name
+    assert held[0].labels[0] is held[1].labels[0] is held[2].labels[0]  # ("Hostname", "gpu001"), once
+    assert buffer.add([block(keys[1], [20])]) == 1 and buffer.series == 3  # the original key still finds its id
