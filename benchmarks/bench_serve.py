@@ -4,7 +4,7 @@
 
 For each size a child process simulates the cluster (every family, benign events) and hands its
 samples over slice by slice, a thousand series at a time (as the scrape source stores them, target
-by target); this process runs the service's ``Evaluator``: the warm-up (the window, fed in 10-step
+by target); this process runs the service's ``Evaluator``: the warm-up (the window, fed in 5-step
 slices as a TSDB source reads it), then ``--steps`` single 30-s steps, each timed in CPU seconds
 (median reported). RSS is the measuring process's after the last step (the engine's state and the
 samples not yet judged), peak RSS its highest (ru_maxrss, also holding a slice's raw samples before

@@ -1,6 +1,6 @@
 """Where the warm-up's peak memory comes from: the peak RSS after each stage of each slice judged.
 
-    .venv/bin/python benchmarks/bench_warmup.py [--nodes 250] [--chunk 5] [--slice 10]
+    .venv/bin/python benchmarks/bench_warmup.py [--nodes 250] [--chunk 5] [--slice 5]
 
 The warm-up of ``bench_serve.py`` (a TSDB source's 2-hour backlog: the child's simulated samples
 handed over ``--slice`` steps at a time, each slice judged ``--chunk`` steps at a time), with the
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench_serve import STEP, feed, rss_gib
+from bench_serve import SLICE, STEP, feed, rss_gib
 from peerwatch.model import SeriesBlock
 from peerwatch.service import evaluation
 from peerwatch.service.buffer import SampleBuffer
@@ -35,7 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=250)
     parser.add_argument("--chunk", type=int, default=evaluation.CHUNK_STEPS, help="steps judged at a time")
-    parser.add_argument("--slice", type=int, default=10, help="steps read at a time (TsdbSource.READ_STEPS)")
+    parser.add_argument("--slice", type=int, default=SLICE, help="steps read at a time (TsdbSource.READ_STEPS)")
     parser.add_argument("--window", type=float, default=7200.0)
     args = parser.parse_args()
     evaluation.CHUNK_STEPS = args.chunk

@@ -156,7 +156,7 @@ class TsdbSource:
     of a 1,000-node cluster's two hours are never all in memory at once.
     """
 
-    READ_STEPS = 10
+    READ_STEPS = 5
 
     def __init__(self, config: TsdbConfig, step: float, window: float) -> None:
         self.config, self.step, self.window = config, step, window
