@@ -49,6 +49,11 @@ class Benign:
     agent_restarts: int = 0
     remounts: int = 0
     light_job: bool = True
+    stalls: int = 0  # a rank hiccups and every rank waits in NCCL for 1-5 min, then the job goes on
+    # share of nodes whose exporters (dcgm-exporter, all-smi) restart with the job's containers,
+    # each down 1-4 min at its own moment after the restart
+    restart_exporters: float = 0.0
+    pcie_glitches: int = 0  # a GPU's exporter reports an impossible PCIe link width (32) for a while
 
 
 QUIET = Benign(
@@ -86,6 +91,17 @@ def plan_benign(
                 events.append(Event(kind, s, e))
                 busy.append((s, e + benign.rank0_linger_s))
             s += 60.0 * every * float(rng.uniform(0.95, 1.05))
+    for frac in sorted(rng.uniform(0.15, 0.9, benign.stalls)):
+        s = t0 + float(frac) * (t1 - t0)
+        e = s + 60.0 * float(rng.uniform(1.0, 5.0))
+        if e < t1 and free(s, e + 120):
+            events.append(Event("stall", s, e, detail="a rank hiccuped; every rank waited in NCCL"))
+            busy.append((s, e + 120))
+    for _ in range(benign.pcie_glitches):
+        s = t0 + float(rng.uniform(0.0, 0.8)) * (t1 - t0)
+        e = min(t1, s + 60.0 * float(rng.uniform(10, 120)))
+        node = names[int(rng.integers(len(names)))]
+        events.append(Event("pcie_glitch", s, e, node=node, detail=f"gpu/{int(rng.integers(8))}: width 32"))
     for _ in range(int(rng.poisson(benign.storage_slowdowns_per_hour * hours))):
         s = t0 + float(rng.uniform(0, t1 - t0))
         e = min(t1, s + 60.0 * float(rng.uniform(5, 15)))

@@ -336,6 +336,33 @@ KINDS: dict[str, FaultKind] = {
             ("backendai_async_task_count", "backendai_cpu_usage_percent"),
             "the scheduler agent itself is stuck: task backlog, its CPU at 100%, GPUs fine",
         ),
+        _K(
+            "ib_port_down",
+            ("ib_link", "nic_dropout"),
+            "ib",
+            True,
+            True,
+            (0, 0),
+            (0, 0),
+            0.0,  # a variant of nic_dropout's ending, not a kind of its own in the observed mix
+            (),
+            ("node_infiniband_state_id", "node_infiniband_physical_state_id"),
+            "an IB port goes DOWN (Disabled or Polling) with no precursor and stays down",
+        ),
+        _K(
+            "ib_link_marginal",
+            ("ib_link",),
+            "ib",
+            False,
+            False,
+            (0, 0),
+            (30 * MIN, 90 * MIN),
+            0.0,  # a milder form of ib_link_flap: a marginal cable or transceiver
+            (),
+            ("node_infiniband_symbol_error_total", "node_infiniband_link_error_recovery_total"),
+            "a marginal IB link: a few symbol errors and link recoveries, less traffic; the node's NFS "
+            "traffic over the fabric slows and retransmits (the symptom shows more than the cause)",
+        ),
     )
 }
 

@@ -7,7 +7,7 @@ import numpy as np
 from peerwatch.simulate.fault_kit import Ctx, Down, Edit, Effect, poisson_steps
 from peerwatch.simulate.faults import Fault
 from peerwatch.simulate.signals import Signals
-from peerwatch.simulate.targets import EXPORTER_INDEX
+from peerwatch.simulate.targets import EXPORTER_INDEX, BoolArray
 
 
 def node_unreachable(sig: Signals, f: Fault, c: Ctx) -> Effect:
@@ -70,6 +70,21 @@ def nic_dropout(sig: Signals, f: Fault, c: Ctx) -> Effect:
     e["ib_phys"][n, p, after] = 2.0  # Polling
     e["ib_rx"][n, p, after] = 0.0
     e["ib_tx"][n, p, after] = 0.0
+    storage_over_ib(e, n, c.window(f.onset_ts), c)
+    return e.effect()
+
+
+def ib_port_down(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """An IB port goes down without warning and stays down (a cable pulled, a transceiver dead):
+    state DOWN, physical state Disabled or Polling, no traffic."""
+    e, n, p = Edit(sig), f.node_index, f.port
+    fail = float(f.failure_ts or f.onset_ts)
+    after = c.window(fail)
+    e["ib_downed"][n, p, c.k(fail)] += 1.0
+    e["ib_state"][n, p, after] = 1.0  # DOWN
+    e["ib_phys"][n, p, after] = float(c.rng.choice([2.0, 3.0]))  # Polling or Disabled
+    e["ib_rx"][n, p, after] = 0.0
+    e["ib_tx"][n, p, after] = 0.0
     return e.effect()
 
 
@@ -88,7 +103,36 @@ def ib_link_flap(sig: Signals, f: Fault, c: Ctx) -> Effect:
     e["ib_phys"][n, p, seen] = 2.0
     e["ib_rx"][n, p, flaps] *= 0.1
     e["ib_tx"][n, p, flaps] *= 0.1
+    after_flap = np.convolve(flaps, np.ones(max(1, round(240.0 / c.grid.step))), mode="full")[: c.grid.steps] > 0
+    storage_over_ib(e, n, after_flap, c)
     return e.effect()
+
+
+def ib_link_marginal(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """A marginal link (a dirty connector, a failing transceiver): symbol errors now and then, a
+    link recovery every few minutes, traffic somewhat lower; the port stays ACTIVE."""
+    e, n, p = Edit(sig), f.node_index, f.port
+    on = c.window(f.onset_ts, f.end_ts)
+    e["ib_symbol"][n, p] += poisson_steps(c, float(c.rng.uniform(0.2, 2.0)) * on)
+    recoveries = c.bursts(f.onset_ts, f.end_ts, (120.0, 600.0))
+    e["ib_recovery"][n, p, recoveries] += 1.0
+    e["ib_rcv_err"][n, p] += poisson_steps(c, 0.3 * on)
+    slower = float(c.rng.uniform(0.7, 0.95))
+    e["ib_rx"][n, p, on] *= slower
+    e["ib_tx"][n, p, on] *= slower
+    storage_over_ib(e, n, on, c, share=0.9)
+    return e.effect()
+
+
+def storage_over_ib(e: Edit, n: int, on: BoolArray, c: Ctx, share: float = 0.65) -> None:
+    """Where the node reaches its filers over the fabric (IPoIB, NFS over RDMA; ``share`` of runs):
+    a bad IB port shows to the NFS client as slow round trips and retransmissions, the symptom far
+    from the cause."""
+    if c.rng.random() >= share:
+        return
+    e["nfs_rtt"][n, :, :, on] *= c.rng.uniform(2.0, 8.0)
+    e["nfs_retrans"][n, on] = c.rng.uniform(0.5, 5.0, int(on.sum()))
+    e["tcp_retrans"][n, on] *= c.rng.uniform(5.0, 40.0)
 
 
 def nfs_client(sig: Signals, f: Fault, c: Ctx) -> Effect:

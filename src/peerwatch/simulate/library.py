@@ -34,6 +34,8 @@ TRANSFORMS: dict[str, Transform] = {
     "exporter_down": host_faults.exporter_down,
     "memory_pressure": host_faults.memory_pressure,
     "scheduler_agent": host_faults.scheduler_agent,
+    "ib_port_down": host_faults.ib_port_down,
+    "ib_link_marginal": host_faults.ib_link_marginal,
 }
 if set(TRANSFORMS) != set(KINDS):  # the table and the transforms must name the same kinds
     raise RuntimeError(f"fault kinds without transform or row: {sorted(set(TRANSFORMS) ^ set(KINDS))}")

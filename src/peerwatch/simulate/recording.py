@@ -26,6 +26,7 @@ from peerwatch.simulate.events import Event, plan_benign
 from peerwatch.simulate.families import ExporterTable, SeriesSet, Src, realise, target_labels
 from peerwatch.simulate.fault_kit import Ctx, Down
 from peerwatch.simulate.faults import Fault, plan_faults
+from peerwatch.simulate.glitches import glitch, restarted_exporters
 from peerwatch.simulate.gpu_baseline import gpu_signals
 from peerwatch.simulate.host_baseline import host_signals
 from peerwatch.simulate.library import inject
@@ -140,6 +141,7 @@ def simulate(scenario: Scenario) -> Simulation:
     act = build_activity(grid, spec.training, events, plan.membership, seed, layout.names)
     dcgm_times = sched.times[:, EXPORTER_INDEX["dcgm"], :]
     arrays = {**gpu_signals(layout, grid, act, dcgm_times, seed), **host_signals(layout, grid, act, events, seed)}
+    glitch(arrays, events, layout, grid)
     sig = Signals(MappingProxyType(arrays))
     sig, downs = inject(sig, plan.faults, Ctx(grid, layout, np.random.default_rng([seed, 99])), seed)
     agent = EXPORTER_INDEX["backendai"]
@@ -148,13 +150,17 @@ def simulate(scenario: Scenario) -> Simulation:
         for e in events
         if e.kind == "agent_restart" and e.node is not None
     )
+    with_job, with_job_events = restarted_exporters(events, layout.names, grid, scenario.benign.restart_exporters, seed)
+    downs += with_job
     sched = _apply_downs(sched, downs, np.random.default_rng([seed, 8]))
     restarts = tuple(
         Event("exporter_restart", s, e, node=layout.names[n], detail=EXPORTERS[x].job) for n, x, s, e in sched.restarts
     )
     veth = _veth_names(layout.n, act.epoch.max() + 1, seed)
     src = Src(sig, layout, grid, act, sched, veth)
-    all_events = tuple(sorted([*events, *restarts], key=lambda e: (e.start_ts, e.kind, e.node or "")))
+    all_events = tuple(
+        sorted([*events, *restarts, *with_job_events], key=lambda e: (e.start_ts, e.kind, e.node or ""))
+    )
     return Simulation(scenario, layout, grid, src, plan.faults, all_events)
 
 

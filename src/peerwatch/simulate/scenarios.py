@@ -121,8 +121,16 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
             old_exporter_fraction=VARIANT_OLD_EXPORTER[(i + 1) % 3],
         )
         faults = (FaultRequest(kind),)
-        out.append(Scenario(f"v_{kind}", spec, 3.0, seed + i, faults, VARIANT_BENIGN, description=KINDS[kind].note))
-    healthy = Benign(restarts=2, agent_restarts=2, remounts=2)
+        # Transitions and data oddities vary too: stalls, exporters restarted with the job, a GPU
+        # reporting an impossible PCIe width.
+        benign = replace(
+            VARIANT_BENIGN,
+            stalls=i % 3,
+            restart_exporters=(0.0, 0.3, 0.8)[(i // 2) % 3],
+            pcie_glitches=(i + 1) % 2,
+        )
+        out.append(Scenario(f"v_{kind}", spec, 3.0, seed + i, faults, benign, description=KINDS[kind].note))
+    healthy = Benign(restarts=2, agent_restarts=2, remounts=2, stalls=2, restart_exporters=0.5, pcie_glitches=1)
     out += [
         Scenario(
             "v_healthy_60s",
