@@ -43,7 +43,9 @@ def analyzed(scenario: Path, tmp_path_factory: pytest.TempPathFactory) -> list[d
 def test_analyze_writes_the_guide_contract(analyzed: list[dict]) -> None:  # type: ignore[type-arg]
     assert analyzed
     for alarm in analyzed:
-        assert list(alarm) == CONTRACT_KEYS
+        assert list(alarm) in (CONTRACT_KEYS, [*CONTRACT_KEYS, "updates"])
+        for update in alarm.get("updates", []):  # later changes of the same alarm, each at its own step
+            assert list(update) == ["ts", "severity", "diagnosis", "action"] and update["ts"] > alarm["ts"]
         assert alarm["severity"] in ("warning", "critical") and alarm["action"] in ("watch", "drain", "swap")
         assert isinstance(alarm["ts"], float) and alarm["evidence"]
         for e in alarm["evidence"]:

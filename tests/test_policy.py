@@ -130,6 +130,31 @@ def test_weak_signals_on_one_node_add_up() -> None:
             "nfs//data",
         ),
         ([finding("n", 0, 5, "some_unknown_metric")], "unknown", "node"),
+        # An IB port's few errors name the cause of the NFS slowness they bring (symptom far from cause).
+        (
+            [
+                finding("n", 0, 30, "node_mountstats_nfs_operations_response_time_seconds_total", component="nfs//a"),
+                finding("n", 0, 40, "node_netstat_Tcp_RetransSegs"),
+                finding("n", 0, 2.5, "node_infiniband_symbol_error_total", "counter", component="ib/mlx5_3:1"),
+            ],
+            "ib_link",
+            "ib/mlx5_3:1",
+        ),
+        # Strong hardware evidence wins over any soft vote.
+        (
+            [
+                finding("n", 0, 30, "node_memory_MemAvailable_bytes"),
+                finding("n", 0, 6, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", component="gpu/6"),
+            ],
+            "ecc_hbm",
+            "gpu/6",
+        ),
+        # No NFS diagnosis without the storage path: retransmissions alone are the network's.
+        (
+            [finding("n", 0, 20, "node_netstat_Tcp_RetransSegs"), finding("n", 0, 6, "node_load1")],
+            "performance_degradation",
+            "node",
+        ),
     ],
 )
 def test_diagnoser(findings: list[Finding], diagnosis: str, component: str) -> None:
@@ -167,3 +192,34 @@ def test_every_diagnosis_has_a_severity_and_action() -> None:
         assert severity in ("warning", "critical") and action in ("watch", "drain", "swap")
     assert severity_and_action("ib_link", 5.0)[0] == "warning"
     assert severity_and_action("ib_link", 50.0)[0] == "critical"
+
+
+def test_a_hard_failure_on_a_suspected_node_escalates_the_same_alarm() -> None:
+    # A node slow for a while (soft findings), then an NVLink XID 30 steps later: one alarm, its
+    # opening view kept, the XID an update dated at its own step; it never resolves in between.
+    soft = [finding("n04", c, 9, "DCGM_FI_PROF_SM_ACTIVE", component="gpu/1") for c in range(10, 50)]
+    xid = [finding("n04", 45, 20, "xid:74", "state", "nvlink", "gpu/1")]
+    (alarm,) = decide(soft + xid)
+    assert alarm.ts == START + 15 * STEP and alarm.resolved_ts is None
+    line = alarm.as_json()
+    assert (line["diagnosis"], line["severity"], line["action"]) == ("performance_degradation", "warning", "watch")
+    escalation = {"ts": START + 45 * STEP, "severity": "critical", "diagnosis": "nvlink", "action": "swap"}
+    assert line["updates"] == [escalation]
+    assert (alarm.diagnosis, alarm.severity, alarm.action, alarm.component) == ("nvlink", "critical", "swap", "gpu/1")
+
+
+def test_symptom_counters_wait_for_continuity_hardware_counters_do_not() -> None:
+    retrans = [finding("n05", c, 8, "node_nfs_rpc_retransmissions_total", "counter") for c in (10, 11)]
+    assert decide(retrans) == []  # two steps of a node's retransmissions: not yet
+    symbols = [finding("n05", 10, 8, "node_infiniband_symbol_error_total", "counter", component="ib/mlx5_0:1")]
+    (alarm,) = decide(symbols)
+    assert (alarm.ts, alarm.diagnosis, alarm.component) == (START + 10 * STEP, "ib_link", "ib/mlx5_0:1")
+
+
+def test_exporters_restarting_across_the_cluster_are_shared_until_one_outlasts_them() -> None:
+    hint = "exporter_down"
+    absent = [finding(n, c, 15, "absent:dcgm-exporter", "presence", hint) for n in NODES[:5] for c in (20, 21)]
+    assert decide(absent) == []
+    late = [finding("n00", c, 15 + c - 21, "absent:dcgm-exporter", "presence", "exporter_down") for c in range(22, 30)]
+    (alarm,) = decide(absent + late)
+    assert (alarm.node, alarm.ts, alarm.diagnosis) == ("n00", START + 22 * STEP, "exporter_down")

@@ -7,13 +7,14 @@ import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from peerwatch.model import Alarm, Evidence
+from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.alertmanager import AlertmanagerSink
 from peerwatch.service.app import create_app
@@ -165,6 +166,28 @@ def test_alert_payload_and_a_changed_label_set(tmp_path: Path) -> None:
     assert len(alerts) == 2 and to_mark == [changed]
     old = alerts[1]
     assert old["labels"]["severity"] == "warning" and old["endsAt"] == "2027-01-15T08:01:40.000Z"  # type: ignore[index]
+
+
+def test_an_escalated_alarm_keeps_its_alert_identity(tmp_path: Path) -> None:
+    """Alertmanager is updated, not paged again: the labels stay those the alarm opened with."""
+    service = make_service({"sqlite": str(tmp_path / "s.sqlite")})
+    clock = Clock(start=1_764_460_000.0, origin=1_800_000_000.0, speed=10.0)
+    sink = AlertmanagerSink(AlertmanagerConfig(url="http://am:9093"), clock)
+    s = service.store.alarms(open_only=True)[0]
+    opened = AlarmChange(s.alarm.ts, "warning", "performance_degradation", "watch", "node")
+    now = AlarmChange(s.alarm.ts + 300, s.alarm.severity, s.alarm.diagnosis, s.alarm.action, s.alarm.component)
+    escalated = replace(s, alarm=replace(s.alarm, changes=(opened, now)), sent_labels=None)
+    first = replace(s, alarm=replace(s.alarm, diagnosis="performance_degradation", severity="warning", changes=()))
+    first = replace(first, alarm=replace(first.alarm, action="watch", component="node"))
+    assert sink.labels(escalated) == sink.labels(first)
+    alerts, _ = sink._alerts([replace(escalated, sent_labels=sink.labels(first))], wall=1_800_000_100.0)
+    assert len(alerts) == 1  # no resolved twin of an old label set: the same alert, updated
+    annotations = alerts[0]["annotations"]
+    assert isinstance(annotations, dict) and annotations["diagnosis_now"] == s.alarm.diagnosis
+    # The escalation survives the store.
+    service.store.commit(StepChanges(alarms=(escalated,)))
+    stored = service.store.alarm(s.id)
+    assert stored is not None and stored.alarm.changes == (opened, now)
 
 
 def test_a_swapped_in_spare_is_released_back_to_the_pool(store: dict[str, str]) -> None:

@@ -17,13 +17,14 @@ from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, Series, prepare
 from peerwatch.detect.counters import CounterDetector
-from peerwatch.detect.groups import GroupState, groups_of
+from peerwatch.detect.groups import GroupState, groups_of, node_activity
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
+from peerwatch.detect.transitions import TransitionState, held_nodes
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.sources.inputs import read_inputs
@@ -85,9 +86,17 @@ def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) 
     any_frame = next(iter(frames.values()))
     steps = any_frame.steps
     groups, state.groups = groups_of(series, len(nodes), steps, state.groups)
+    activity = node_activity({s.frame.name: s for s in series}, len(nodes), steps)
+    held, state.transitions = held_nodes(activity, groups, any_frame.step, state.transitions)
     state.nodes = nodes
     return Context(
-        series=tuple(series), nodes=nodes, start=any_frame.start, step=any_frame.step, steps=steps, groups=groups
+        series=tuple(series),
+        nodes=nodes,
+        start=any_frame.start,
+        step=any_frame.step,
+        steps=steps,
+        groups=groups,
+        held=held,
     )
 
 
@@ -99,6 +108,7 @@ class EngineState:
     steps: int = 0
     nodes: tuple[str, ...] = ()
     groups: GroupState | None = None
+    transitions: TransitionState | None = None
     detectors: dict[str, Any] = field(default_factory=dict)
     policy: PolicyState | None = None
     prepared: dict[str, Series] = field(default_factory=dict)

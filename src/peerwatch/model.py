@@ -200,8 +200,27 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class AlarmChange:
+    """What an alarm said from one data step on: the values it opened with, or an escalation."""
+
+    ts: float
+    severity: str
+    diagnosis: str
+    action: str
+    component: str
+
+    def as_json(self) -> dict[str, object]:
+        """One entry of the ``updates`` list of GUIDE 3.1 (the component only where it changed too)."""
+        return {"ts": self.ts, "severity": self.severity, "diagnosis": self.diagnosis, "action": self.action}
+
+
+@dataclass(frozen=True, slots=True)
 class Alarm:
-    """An incident on one node and component, with its lifecycle."""
+    """An incident on one node and component, with its lifecycle.
+
+    ``component``, ``diagnosis``, ``severity`` and ``action`` are the alarm's latest view; ``changes``
+    its history, the first entry the view it opened with (empty: it never changed since it opened).
+    """
 
     id: str
     ts: float  # data time of the step at which it was first raised
@@ -214,16 +233,29 @@ class Alarm:
     evidence: tuple[Evidence, ...]
     updated_ts: float
     resolved_ts: float | None = None
+    changes: tuple[AlarmChange, ...] = ()
+
+    @property
+    def opened(self) -> AlarmChange:
+        """The view the alarm opened with."""
+        if self.changes:
+            return self.changes[0]
+        return AlarmChange(self.ts, self.severity, self.diagnosis, self.action, self.component)
 
     def as_json(self) -> dict[str, object]:
-        """Exactly the ``peerwatch analyze`` line of GUIDE 3.1."""
-        return {
+        """Exactly the ``peerwatch analyze`` line of GUIDE 3.1: the values it opened with, and its
+        later changes in ``updates`` (one line per alarm, never one per escalation)."""
+        first = self.opened
+        out: dict[str, object] = {
             "ts": self.ts,
             "node": self.node,
-            "component": self.component,
-            "diagnosis": self.diagnosis,
-            "severity": self.severity,
+            "component": first.component,
+            "diagnosis": first.diagnosis,
+            "severity": first.severity,
             "score": round(self.score, 2),
-            "action": self.action,
+            "action": first.action,
             "evidence": [e.as_json() for e in self.evidence],
         }
+        if len(self.changes) > 1:
+            out["updates"] = [c.as_json() for c in self.changes[1:]]
+        return out

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from peerwatch.catalog.load import Catalog
 from peerwatch.catalog.schema import Family, Unit
 from peerwatch.frames import Frame
-from peerwatch.model import FloatArray, SeriesKey
+from peerwatch.model import BoolArray, FloatArray, SeriesKey
 
 IntArray = npt.NDArray[np.int64]
 
@@ -78,6 +78,9 @@ class Context:
     step: float
     steps: int
     groups: IntArray  # (nodes, steps) workload group of each node; -1 unknown
+    # (nodes, steps) whether the node takes part in a cluster transition (a job restart, stall or
+    # checkpoint) or is settling after one: its soft findings are held (detect/transitions.py)
+    held: BoolArray | None = None
 
     @property
     def timestamps(self) -> FloatArray:

@@ -5,6 +5,10 @@ a restart, a stalled job) and are set aside; the rest are fused per node (the st
 plus a share of the others, so several weak signals on one node add up). An incident opens when
 the fused score holds for k of the last n steps (or at once for a sure, strong finding such as
 a hardware XID), stays one alarm while it goes on (no repeats), and resolves after a quiet spell.
+An alarm escalates in place: a new diagnosis, severity or action (an XID on a node already under
+suspicion, warning to critical) is a change of the same alarm, dated at its step, never a new one.
+While a node takes part in a cluster transition (a job restart, a stall, a checkpoint:
+``Context.held``), its soft findings are held: they neither build nor break continuity.
 """
 
 from __future__ import annotations
@@ -19,10 +23,22 @@ import numpy as np
 
 from peerwatch.detect.context import Context
 from peerwatch.diagnose.actions import severity_and_action
-from peerwatch.diagnose.rules import Diagnoser
-from peerwatch.model import Alarm, Finding
+from peerwatch.diagnose.rules import HARDWARE, Diagnoser
+from peerwatch.model import Alarm, AlarmChange, Finding
 
 SURE_DETECTORS = frozenset({"state", "presence", "agent"})
+HARDWARE_PARTS = (*HARDWARE, "net/")  # components whose error counters are hardware's own word
+# Detectors whose findings are hardware's own word (a counter of errors, a state): never held in a
+# transition. Everything else (peer comparisons, drifts) is a soft signal that work changes move.
+HARD_DETECTORS = SURE_DETECTORS | {"counter"}
+# Sure findings that a cluster transition causes on many nodes (exporters restarted with the job's
+# containers): treated as soft, so one counts only when it outlasts the transition and the others'.
+TRANSITION_HINTS = frozenset({"exporter_down"})
+
+
+def soft(f: Finding) -> bool:
+    """Whether work changes can move this finding: shared and transitional moves set it aside."""
+    return f.detector not in HARD_DETECTORS or f.hint in TRANSITION_HINTS
 NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are never a shared workload move
 
 
@@ -43,7 +59,6 @@ class PolicySettings:
     others_weight: float = 0.25
     evidence: int = 8
     diagnose_within: int = 20  # steps after opening whose findings decide the diagnosis
-    new_failure_after: int = 20  # steps: a sure finding of a new kind on an older incident is a new alarm
     storage_after: int = 20  # steps after the NFS server was last seen slow that clients' NFS findings are its
 
 
@@ -57,7 +72,9 @@ class _Incident:
     resolved: float | None = None
     hints: set[str] = field(default_factory=set)
     last_finding: float = 0.0
-    early: bool = False  # findings holds early ones only (see Policy._add)
+    changes: list[AlarmChange] = field(default_factory=list)  # the view it opened with, then each change
+    evidence: tuple[Finding, ...] = ()  # cause first, then symptoms (of the latest diagnosis)
+    late_keys: set[tuple[str, str, str]] = field(default_factory=set)  # sure findings kept after the early window
 
 
 @dataclass
@@ -67,6 +84,7 @@ class PolicyState:
 
     steps: int = 0
     history: dict[str, deque[float]] = field(default_factory=dict)
+    recent: dict[str, deque[list[Finding]]] = field(default_factory=dict)  # findings behind ``history``
     open: dict[str, _Incident] = field(default_factory=dict)
     storage_seen: int = -(10**9)
 
@@ -88,7 +106,7 @@ def shared_signals(
     """(group, signal) pairs seen at so many nodes of the group at one step that they are a shared move."""
     nodes: dict[tuple[int, str], set[str]] = defaultdict(set)
     for f in findings:
-        if f.detector not in SURE_DETECTORS:
+        if f.detector not in SURE_DETECTORS or f.hint in TRANSITION_HINTS:
             nodes[(groups_at.get(f.node, -1), f.signal)].add(f.node)
     return {
         key
@@ -126,6 +144,7 @@ class Policy:
             groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(ctx.groups[:, col])}
             sizes = {int(g): int(c) for g, c in zip(*np.unique(ctx.groups[:, col], return_counts=True), strict=True)}
             shared = shared_signals(step_findings, groups_at, sizes, st)
+            held = set() if ctx.held is None else {ctx.nodes[i] for i in np.flatnonzero(ctx.held[:, col])}
             # While every client sees the NFS server slow, a client's own NFS trouble is that, not its
             # own; and for a while after, since client counters (timeouts) score over their window.
             now = state.steps + col
@@ -138,22 +157,22 @@ class Policy:
                     continue
                 if storage_down and f.node != "cluster" and NFS_SIGNAL.match(f.signal):
                     continue
+                if f.node in held and soft(f):
+                    continue
                 per_node[f.node].append(f)
             for node in set(per_node) | set(history) | set(open_):
                 mine = per_node.get(node, [])
                 score = fuse(mine, st.others_weight)
+                incident = open_.get(node)
+                if node in held and incident is None and not mine:
+                    continue  # held: the node's continuity neither grows nor breaks
                 recent = history.setdefault(node, deque(maxlen=st.n))
                 recent.append(score)
-                incident = open_.get(node)
+                behind = state.recent.setdefault(node, deque(maxlen=st.n))
+                behind.append(mine)
                 sure = [f for f in mine if f.detector in SURE_DETECTORS and f.score >= st.immediate]
-                new_kind = {f.hint for f in sure if f.hint} - (incident.hints if incident else set())
-                if incident is not None and new_kind and ts - incident.opened >= st.new_failure_after * ctx.step:
-                    # A hard failure on a node already under suspicion for a while is news of its own.
-                    incident.resolved = ts
-                    done.append(open_.pop(node))
-                    incident = None
                 if incident is not None:
-                    self._add(incident, mine, ctx.step)
+                    news = self._add(incident, mine, ctx.step)
                     incident.hints.update(f.hint for f in sure if f.hint)
                     incident.score = max(incident.score, score)
                     if score >= st.close_score:
@@ -161,18 +180,49 @@ class Policy:
                     elif ts - incident.last_active >= self._quiet(incident) * ctx.step:
                         incident.resolved = ts
                         done.append(open_.pop(node))
+                        continue
+                    self._review(incident, ts, news)
                     continue
-                counting = any(f.detector == "counter" and f.score >= st.counter_open for f in mine)
+                # Hardware's own error counters open at once; a node's symptom counters (TCP and
+                # RPC retransmissions) wait for continuity, so the cause has time to show.
+                counting = any(
+                    f.detector == "counter" and f.score >= st.counter_open and f.component.startswith(HARDWARE_PARTS)
+                    for f in mine
+                )
                 strong_steps = sum(s >= st.open_score for s in recent)
                 if sure or counting or strong_steps >= st.k:
                     hints = {f.hint for f in sure if f.hint}
                     open_[node] = _Incident(node, ts, [], score, ts, hints=hints, last_finding=ts)
-                    self._add(open_[node], mine, ctx.step)
+                    # The findings that built the continuity name the failure at opening too.
+                    self._add(open_[node], [f for found in behind for f in found], ctx.step)
+                    self._review(open_[node], ts, True)
                 elif strong_steps == 0:
                     del history[node]  # nothing toward continuity: stop visiting the node every step
+                    state.recent.pop(node, None)
         state.steps += ctx.steps
-        alarms = (self._alarm(i, ctx) for i in (*done, *open_.values()))
+        alarms = (self._alarm(i) for i in (*done, *open_.values()))
         return sorted(alarms, key=lambda a: (a.ts, a.node)), state
+
+    def _review(self, incident: _Incident, ts: float, diagnose: bool) -> None:
+        """The incident's view at ``ts`` (diagnosis again when it has new findings); a change of
+        diagnosis, component, severity or action is recorded, dated at this step."""
+        if diagnose or not incident.changes:
+            d = self.diagnoser.diagnose(incident.findings)
+            component, diagnosis = d.component, d.diagnosis
+            incident.evidence = (*d.cause, *d.symptoms)
+        else:
+            last = incident.changes[-1]
+            component, diagnosis = last.component, last.diagnosis
+        severity, action = severity_and_action(diagnosis, incident.score)
+        view = AlarmChange(ts, severity, diagnosis, action, component)
+        last_view = incident.changes[-1] if incident.changes else None
+        if last_view is None or (severity, diagnosis, action, component) != (
+            last_view.severity,
+            last_view.diagnosis,
+            last_view.action,
+            last_view.component,
+        ):
+            incident.changes.append(view)
 
     def _early(self, incident: _Incident, f: Finding, step: float) -> bool:
         # The cause shows first; later on a failed node shows everything (idle GPUs, low PCIe gen).
@@ -180,50 +230,52 @@ class Policy:
         horizon = incident.opened + self.settings.diagnose_within * step
         return f.ts <= horizon or (f.detector in SURE_DETECTORS and f.score >= self.settings.immediate)
 
-    def _add(self, incident: _Incident, findings: Sequence[Finding], step: float) -> None:
-        """Keep what the diagnosis uses: once an incident has early findings, only those (an incident
-        open for days does not hold every finding since)."""
-        if findings:
-            incident.last_finding = max(incident.last_finding, max(f.ts for f in findings))
-        early = [f for f in findings if self._early(incident, f, step)]
-        if incident.early:
-            incident.findings.extend(early)
-        elif early:
-            incident.findings = [f for f in (*incident.findings, *findings) if self._early(incident, f, step)]
-            incident.early = True
-        else:
-            incident.findings.extend(findings)
+    def _add(self, incident: _Incident, findings: Sequence[Finding], step: float) -> bool:
+        """Keep what the diagnosis uses: the findings of the first minutes, and past them sure hard
+        findings, one per detector, signal and component (an incident open for days does not hold
+        every finding since; a later XID is still news). Whether anything was kept."""
+        if not findings:
+            return False
+        incident.last_finding = max(incident.last_finding, max(f.ts for f in findings))
+        horizon = incident.opened + self.settings.diagnose_within * step
+        kept = []
+        for f in findings:
+            if f.ts <= horizon:
+                kept.append(f)
+            elif self._early(incident, f, step) and (f.detector, f.signal, f.component) not in incident.late_keys:
+                incident.late_keys.add((f.detector, f.signal, f.component))
+                kept.append(f)
+        incident.findings.extend(kept)
+        return bool(kept)
 
     def _quiet(self, incident: _Incident) -> int:
         """Steps of quiet that end an incident: longer after a sure or strong failure, which stays failed."""
         strong = bool(incident.hints) or incident.score >= self.settings.immediate
         return self.settings.quiet_sure if strong else self.settings.quiet
 
-    def _alarm(self, incident: _Incident, ctx: Context) -> Alarm:
-        early = [f for f in incident.findings if self._early(incident, f, ctx.step)]
-        d = self.diagnoser.diagnose(early or incident.findings)
+    def _alarm(self, incident: _Incident) -> Alarm:
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         evidence = []
-        for f in (*d.cause, *d.symptoms):  # cause first, then where else it showed
+        for f in incident.evidence:  # cause first, then where else it showed
             key = (f.evidence.metric, f.evidence.labels)
             if key not in seen:
                 seen.add(key)
                 evidence.append(f.evidence)
             if len(evidence) >= self.settings.evidence:
                 break
-        severity, action = severity_and_action(d.diagnosis, incident.score)
+        now = incident.changes[-1]
         ident = hashlib.sha1(f"{incident.node}|{incident.opened}".encode()).hexdigest()[:12]
-        last = incident.last_finding
         return Alarm(
             id=ident,
             ts=incident.opened,
             node=incident.node,
-            component=d.component,
-            diagnosis=d.diagnosis,
-            severity=severity,
+            component=now.component,
+            diagnosis=now.diagnosis,
+            severity=now.severity,
             score=incident.score,
-            action=action,
+            action=now.action,
             evidence=tuple(evidence),
-            updated_ts=last,
+            updated_ts=incident.last_finding,
             resolved_ts=incident.resolved,
+            changes=tuple(incident.changes) if len(incident.changes) > 1 else (),
         )

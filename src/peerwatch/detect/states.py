@@ -1,13 +1,17 @@
 """States: a particular value is the signal (a new XID, a link that went down, a PCIe link below its peers).
 
 A state is judged by change within the data seen, never by its value alone: an XID recorded
-months ago, or a port that was never cabled, is not news. A GPU's PCIe generation counts only
-while the GPU is busy, because idle GPUs lower it to save power.
+months ago, or a port that was never cabled, is not news. A link that leaves its healthy state is
+a hard failure, scored sure so the policy opens at once (an IB port that goes down stays down: the
+job dies within seconds of it). A GPU's PCIe link is judged against what it can do (its own
+``*_MAX_*`` field where the exporter has it) or else what most GPUs of the same model report,
+never against the best value seen anywhere: one impossible reading must not make every other
+link look downgraded. Its generation counts only while the GPU is busy, because idle GPUs lower
+it to save power.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -23,18 +27,24 @@ from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
 XID_FAMILIES = ("DCGM_FI_DEV_XID_ERRORS", "dcgm_xid_errors")
 # family -> (healthy value, hint, score)
+# Sure (>= the policy's 15): a link that left its healthy state is a hard failure, alarmed at once.
 LINK_STATES = {
-    "node_infiniband_state_id": (4.0, "ib_link", 12.0),  # 4: ACTIVE
-    "node_infiniband_physical_state_id": (5.0, "ib_link", 12.0),  # 5: LinkUp
-    "node_network_up": (1.0, "nic_dropout", 10.0),
-    "node_network_carrier": (1.0, "nic_dropout", 10.0),
+    "node_infiniband_state_id": (4.0, "ib_link", 16.0),  # 4: ACTIVE
+    "node_infiniband_physical_state_id": (5.0, "ib_link", 16.0),  # 5: LinkUp
+    "node_network_up": (1.0, "nic_dropout", 16.0),
+    "node_network_carrier": (1.0, "nic_dropout", 16.0),
 }
+# family -> (what, the family of the link's own capability, if the exporter has one)
 PCIE = {
-    "DCGM_FI_DEV_PCIE_LINK_GEN": "gen",
-    "DCGM_FI_DEV_PCIE_LINK_WIDTH": "width",
-    "all_smi_gpu_pcie_gen_current": "gen",
-    "all_smi_gpu_pcie_width_current": "width",
+    "DCGM_FI_DEV_PCIE_LINK_GEN": ("gen", "DCGM_FI_DEV_PCIE_MAX_LINK_GEN"),
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("width", "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH"),
+    "all_smi_gpu_pcie_gen_current": ("gen", None),
+    "all_smi_gpu_pcie_width_current": ("width", None),
 }
+# Values a PCIe link can report: generations 1-7, the widths the specification defines.
+PCIE_POSSIBLE = {"gen": frozenset(range(1, 8)), "width": frozenset({1, 2, 4, 8, 12, 16, 32})}
+PCIE_VALUES = 33  # value bins of the running counts (0..32)
+MODEL_LABELS = ("modelName", "model_name", "gpu_model", "model")
 # clock throttle / event reason bits (NVML): which count as thermal and which as power
 THROTTLE_FAMILIES = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
 THERMAL_BITS = 0x20 | 0x40  # SW thermal slowdown, HW thermal slowdown
@@ -60,8 +70,11 @@ class StateMemory:
     xid_first: dict[str, IntArray] = field(default_factory=dict)  # -1: never present
     was_healthy: dict[str, BoolArray] = field(default_factory=dict)
     watched: dict[str, BoolArray] = field(default_factory=dict)
-    pcie_best: dict[str, FloatArray] = field(default_factory=dict)  # -inf: never seen
+    pcie_counts: dict[str, FloatArray] = field(default_factory=dict)  # (models, values) counts so far
+    pcie_models: dict[str, IntArray] = field(default_factory=dict)  # each row's model id
+    model_ids: dict[str, int] = field(default_factory=dict)
     util_rows: dict[str, RowMatch] = field(default_factory=dict)
+    cap_rows: dict[str, RowMatch] = field(default_factory=dict)
     throttled: dict[tuple[str, int], BoolArray] = field(default_factory=dict)  # (frame, bits): last history-1 steps
 
     def copy(self) -> StateMemory:
@@ -72,8 +85,11 @@ class StateMemory:
             dict(self.xid_first),
             dict(self.was_healthy),
             dict(self.watched),
-            dict(self.pcie_best),
+            dict(self.pcie_counts),
+            dict(self.pcie_models),
+            dict(self.model_ids),
             dict(self.util_rows),
+            dict(self.cap_rows),
             dict(self.throttled),
         )
 
@@ -112,9 +128,9 @@ class StateDetector:
             if name in by_name:
                 out.extend(self._link(ctx, by_name[name], healthy, hint, score, mem))
         util = by_name.get("DCGM_FI_DEV_GPU_UTIL") or by_name.get("all_smi_gpu_utilization")
-        for name, what in PCIE.items():
+        for name, (what, cap) in PCIE.items():
             if name in by_name:
-                out.extend(self._pcie(ctx, by_name[name], what, util, mem))
+                out.extend(self._pcie(ctx, by_name[name], what, by_name.get(cap or ""), util, mem))
         for name in THROTTLE_FAMILIES:
             if name in by_name:
                 out.extend(self._throttle(ctx, by_name[name], mem))
@@ -179,21 +195,51 @@ class StateDetector:
             hint,
         )
 
-    def _pcie(self, ctx: Context, s: Series, what: str, util: Series | None, mem: StateMemory) -> list[Finding]:
+    def _pcie(
+        self, ctx: Context, s: Series, what: str, cap: Series | None, util: Series | None, mem: StateMemory
+    ) -> list[Finding]:
         v, name = s.values, s.frame.name
-        usual = np.fmax.accumulate(np.nan_to_num(v, nan=0.0), axis=1)  # the link's best so far
-        if name in mem.pcie_best:
-            usual = np.fmax(usual, grow(mem.pcie_best[name], v.shape[0], -np.inf)[:, None])
-        mem.pcie_best[name] = usual[:, -1].copy()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a step where every link is silent (common step by step)
-            peers = np.nanmax(v, axis=0)
-        best = np.fmax(usual, peers)
-        low = ~np.isnan(v) & (v < best)
+        possible = np.isin(np.nan_to_num(v, nan=-1.0), list(PCIE_POSSIBLE[what]))
+        counted = possible & (_busy(s, util, mem) if what == "gen" else True)
+        # What most links of the same model report (busy, for the generation), counted causally.
+        models = self._models(s, mem)
+        n_models = len(mem.model_ids)
+        bins = np.where(counted, np.nan_to_num(v, nan=0.0), 0).astype(np.int64)
+        hist = np.zeros((n_models, PCIE_VALUES, v.shape[1]))
+        r, c = np.nonzero(counted)
+        np.add.at(hist, (models[r], bins[r, c], c), 1.0)
+        before = mem.pcie_counts.get(name, np.zeros((0, PCIE_VALUES)))
+        before = grow(before, n_models, 0.0)
+        running = before[:, :, None] + np.cumsum(hist, axis=2)
+        mem.pcie_counts[name] = running[:, :, -1].copy()
+        seen = running.sum(axis=1) > 0  # (models, steps)
+        mode = np.where(seen, np.argmax(running, axis=1), np.nan)  # ties: the lower value
+        expected = mode[models]
+        if cap is not None:  # the link's own capability, where the exporter reports it
+            match = mem.cap_rows[name] = match_rows(s, cap, _gpu, mem.cap_rows.get(name))
+            rows = match.rows
+            own = np.where(rows[:, None] >= 0, cap.values[np.maximum(rows, 0)], np.nan)
+            own = np.where(np.isin(np.nan_to_num(own, nan=-1.0), list(PCIE_POSSIBLE[what])), own, np.nan)
+            expected = np.where(np.isnan(own), expected, own)
+        low = possible & (v < expected)
         if what == "gen":
-            low &= _busy(s, util, mem)
-        score = np.where(low, 4.0 + 4.0 * (1.0 - v / np.where(best > 0, best, 1.0)), 0.0)
-        return emit(ctx, s, score, best, None, self.settings.report, self.name, f"PCIe {what}; best", "pcie_downgrade")
+            low &= counted
+        score = np.where(low, 4.0 + 4.0 * (1.0 - v / np.where(expected > 0, expected, 1.0)), 0.0)
+        label = f"PCIe {what}; expected"
+        return emit(ctx, s, score, expected, None, self.settings.report, self.name, label, "pcie_downgrade")
+
+    def _models(self, s: Series, mem: StateMemory) -> IntArray:
+        """Each row's GPU model id (rows new to the run looked up once)."""
+        known = mem.pcie_models.get(s.frame.name, np.zeros(0, dtype=np.int64))
+        rows = s.values.shape[0]
+        if known.size < rows:
+            more = []
+            for key in s.frame.keys[known.size : rows]:
+                labels = dict(key.labels)
+                model = next((labels[m] for m in MODEL_LABELS if m in labels), "")
+                more.append(mem.model_ids.setdefault(model, len(mem.model_ids)))
+            known = mem.pcie_models[s.frame.name] = np.concatenate([known, np.array(more, dtype=np.int64)])
+        return known
 
     def _throttle(self, ctx: Context, s: Series, mem: StateMemory) -> list[Finding]:
         bits = np.nan_to_num(s.values, nan=0.0).astype(np.int64)

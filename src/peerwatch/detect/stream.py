@@ -66,4 +66,7 @@ def columns(ctx: Context, a: int, b: int) -> Context:
         )
         for s in ctx.series
     )
-    return replace(ctx, series=series, start=ctx.start + a * ctx.step, steps=b - a, groups=ctx.groups[:, a:b])
+    held = None if ctx.held is None else ctx.held[:, a:b]
+    return replace(
+        ctx, series=series, start=ctx.start + a * ctx.step, steps=b - a, groups=ctx.groups[:, a:b], held=held
+    )

@@ -1,8 +1,12 @@
 """Findings of one incident -> one failure type and the component where the cause is.
 
-Rules are data (``rules.toml``): hints of sure detectors first, then weighted votes of signals.
-The evidence is ordered cause first: findings that voted for the diagnosis lead, the rest
-(symptoms elsewhere on the node) follow.
+Rules are data (``rules.toml``): hints of sure detectors first, then hardware's own evidence, then
+weighted votes of every signal. Hardware evidence (error counters and states of a GPU, an IB port,
+the NVSwitch, a disk) names the cause when it is strong enough, whatever else moved on the node:
+TCP retransmits and slow NFS round trips are what a bad IB port looks like from the storage
+client, not a second fault. NFS diagnoses need the storage path itself (a mount's figures) among
+their evidence. The evidence is ordered cause first: findings that voted for the diagnosis lead,
+the rest (symptoms elsewhere on the node) follow.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from peerwatch.model import DIAGNOSES, Finding
 
 # Where a component is more specific than "node", it names the cause better.
 _SPECIFIC = ("gpu/", "ib/", "nfs/", "net/", "disk/", "nvswitch")
+# Hardware's own word: counters and states of these components. (A node's network interfaces are
+# not here: their errors are as often the storage path's symptom as a NIC's cause.)
+HARDWARE = ("gpu/", "ib/", "nvswitch", "disk/")
+_HARDWARE_DETECTORS = frozenset({"counter", "state"})
+_STORAGE_PATH = frozenset({"nfs_client", "nfs_network"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +51,11 @@ class Diagnoser:
     hint_priority: tuple[str, ...]
     nvswitch_min_gpus: int = 6
     hint_min: float = 6.0
+    # Hardware evidence names the cause from this vote total (two increments of an error counter,
+    # any link or PCIe state finding); one isolated PCIe replay or symbol error does not.
+    hardware_min: float = 5.0
+    # Diagnoses that a hardware fault elsewhere on the node commonly shows as (rules.toml).
+    symptoms: frozenset[str] = frozenset()
 
     @classmethod
     def default(cls) -> Diagnoser:
@@ -62,7 +76,10 @@ class Diagnoser:
         bad = [d for d in priority if d not in DIAGNOSES]
         if bad:
             raise ValueError(f"{where}: hint_priority names unknown diagnoses {bad}")
-        return cls(tuple(rules), priority, int(data.get("nvswitch_min_gpus", 6)))
+        symptoms = frozenset(data.get("symptoms_of_hardware", ()))
+        if unknown_symptoms := sorted(symptoms - set(DIAGNOSES)):
+            raise ValueError(f"{where}: symptoms_of_hardware names unknown diagnoses {unknown_symptoms}")
+        return cls(tuple(rules), priority, int(data.get("nvswitch_min_gpus", 6)), symptoms=symptoms)
 
     def diagnose(self, findings: Sequence[Finding]) -> Diagnosis:
         """The failure type of one node's incident, from all its findings so far."""
@@ -77,14 +94,37 @@ class Diagnoser:
             diagnosis = best.hint or "unknown"
             cause = [f for f in findings if f.hint == diagnosis or self._votes(f).get(diagnosis)]
             return self._result(diagnosis, findings, cause, preferred=best.component)
-        totals: dict[str, float] = defaultdict(float)
-        for f in findings:
-            for diagnosis, weight in self._votes(f).items():
-                totals[diagnosis] += f.score * weight
+        hardware = [f for f in findings if f.detector in _HARDWARE_DETECTORS and f.component.startswith(HARDWARE)]
+        totals = self._totals(hardware)
+        soft = self._totals(findings)
+        soft_best = max(soft, key=lambda d: soft[d]) if soft else "unknown"
+        # Strong hardware evidence names the cause; weaker hardware evidence still does when what
+        # the rest says is what such a fault looks like from elsewhere (slow NFS, a slower node).
+        needed = 0.0 if soft_best in self.symptoms else self.hardware_min
+        if totals and max(totals.values()) >= max(needed, 1e-9):
+            diagnosis = max(totals, key=lambda d: totals[d])
+            cause = [f for f in hardware if self._votes(f).get(diagnosis)]
+            where = max(cause, key=lambda f: f.score).component
+            ids = {id(f) for f in cause}
+            others = [f for f in findings if self._votes(f).get(diagnosis) and id(f) not in ids]
+            return self._result(diagnosis, findings, cause + others, preferred=where)
+        totals = soft
+        # A storage-path diagnosis needs the storage path itself among what moved.
+        if not any(f.component.startswith("nfs/") for f in findings):
+            rest = {d: t for d, t in totals.items() if d not in _STORAGE_PATH}
+            totals = rest or totals
         if not totals:
             return self._result("unknown", findings, list(findings))
         diagnosis = max(totals, key=lambda d: totals[d])
         return self._result(diagnosis, findings, [f for f in findings if self._votes(f).get(diagnosis)])
+
+    def _totals(self, findings: Sequence[Finding]) -> dict[str, float]:
+        """Each diagnosis' vote: the score of every finding that matches one of its rules, weighted."""
+        totals: dict[str, float] = defaultdict(float)
+        for f in findings:
+            for diagnosis, weight in self._votes(f).items():
+                totals[diagnosis] += f.score * weight
+        return totals
 
     def _votes(self, f: Finding) -> Mapping[str, float]:
         return _votes(self, f.signal)

@@ -38,8 +38,9 @@ def as_point(alarm: AlarmLike, where: str = "alarm") -> AlarmPoint:
     """The :class:`AlarmPoint` of an engine alarm or a decoded ``analyze`` line."""
     if isinstance(alarm, AlarmPoint):
         return alarm
-    if isinstance(alarm, Alarm):
-        return AlarmPoint(float(alarm.ts), alarm.node, alarm.component, alarm.diagnosis)
+    if isinstance(alarm, Alarm):  # scored as its analyze line: the view it opened with
+        first = alarm.opened
+        return AlarmPoint(float(alarm.ts), alarm.node, first.component, first.diagnosis)
     if not isinstance(alarm, Mapping):
         raise AlarmsError(f"{where}: expected an object, got {type(alarm).__name__}")
     ts = alarm.get("ts")

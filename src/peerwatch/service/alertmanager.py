@@ -52,13 +52,15 @@ class AlertmanagerSink:
         return self.stats.errors
 
     def labels(self, s: StoredAlarm) -> dict[str, str]:
-        a = s.alarm
+        """The alert's identity: the alarm as it opened. An escalation (another diagnosis, warning to
+        critical) updates the annotations of the same alert; it is not a new alert, not a new page."""
+        a, first = s.alarm, s.alarm.opened
         core = {
             "alertname": ALERTNAME,
             "node": a.node,
-            "component": a.component,
-            "diagnosis": a.diagnosis,
-            "severity": a.severity,
+            "component": first.component,
+            "diagnosis": first.diagnosis,
+            "severity": first.severity,
             "alarm_id": a.id,
         }
         return {**self.config.labels, **core}
@@ -66,8 +68,11 @@ class AlertmanagerSink:
     def annotations(self, s: StoredAlarm) -> dict[str, str]:
         a = s.alarm
         notes = "; ".join(e.note for e in a.evidence if e.note)
+        changed = "" if not a.changes else f", since {iso(self.clock.wall(a.changes[-1].ts))}"
         return {
-            "summary": f"{a.node} {a.component}: {a.diagnosis} ({a.severity}, action {a.action})",
+            "summary": f"{a.node} {a.component}: {a.diagnosis} ({a.severity}, action {a.action}{changed})",
+            "diagnosis_now": a.diagnosis,
+            "severity_now": a.severity,
             "description": notes or f"score {a.score:.1f}",
             "action": a.action,
             "score": f"{a.score:.2f}",

@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS alarms (
   action TEXT NOT NULL, evidence TEXT NOT NULL, updated_ts DOUBLE PRECISION NOT NULL,
   resolved_ts DOUBLE PRECISION, resolved_by TEXT, opened_wall DOUBLE PRECISION NOT NULL,
   resolved_wall DOUBLE PRECISION, ack_by TEXT, ack_wall DOUBLE PRECISION, ack_note TEXT NOT NULL DEFAULT '',
-  sent_labels TEXT, UNIQUE (node, ts));
+  sent_labels TEXT, changes TEXT NOT NULL DEFAULT '[]', UNIQUE (node, ts));
 CREATE INDEX IF NOT EXISTS alarms_open ON alarms (resolved_ts);
 CREATE TABLE IF NOT EXISTS nodes (
   node TEXT COLLATE "C" PRIMARY KEY, first_seen DOUBLE PRECISION NOT NULL, last_seen DOUBLE PRECISION NOT NULL);
@@ -101,6 +101,12 @@ class PostgresStore(SqlStore):
         missing = db.execute("SELECT 1 FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NULL", (list(TABLES),))
         if missing.fetchone() is not None:
             db.execute(SCHEMA)
+        # Tables made before alarms kept their escalations.
+        has_changes = db.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'alarms' AND column_name = 'changes'"
+        ).fetchone()
+        if has_changes is None:
+            db.execute("ALTER TABLE alarms ADD COLUMN changes TEXT NOT NULL DEFAULT '[]'")
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is not None and row["value"] != str(SCHEMA_VERSION):
             raise ConfigError(

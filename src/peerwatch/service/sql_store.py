@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import asdict
 from typing import Any, ClassVar, Protocol
 
 import orjson
 
-from peerwatch.model import Alarm, Evidence
+from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service.errors import Conflict, NotFound
 from peerwatch.service.store import ActionRecord, NodeRecord, StepChanges, StoredAlarm, lease_holder
 
@@ -35,13 +36,14 @@ ALARM_COLUMNS = (
     "resolved_by",
     "opened_wall",
     "resolved_wall",
+    "changes",
 )
 # A repeated step changes nothing: the engine's view is taken, a stored resolution kept.
 UPSERT = f"""
 INSERT INTO alarms ({", ".join(ALARM_COLUMNS)}) VALUES ({", ".join("?" * len(ALARM_COLUMNS))})
 ON CONFLICT (id) DO UPDATE SET
   component = excluded.component, diagnosis = excluded.diagnosis, severity = excluded.severity,
-  score = excluded.score, action = excluded.action, evidence = excluded.evidence,
+  score = excluded.score, action = excluded.action, evidence = excluded.evidence, changes = excluded.changes,
   updated_ts = {{greatest}}(alarms.updated_ts, excluded.updated_ts),
   resolved_by = coalesce(alarms.resolved_by, excluded.resolved_by),
   resolved_wall = coalesce(alarms.resolved_wall, excluded.resolved_wall),
@@ -256,6 +258,7 @@ def alarm_columns(s: StoredAlarm) -> tuple[object, ...]:
         s.resolved_by,
         s.opened_wall,
         s.resolved_wall,
+        orjson.dumps([asdict(c) for c in a.changes]).decode(),
     )
 
 
@@ -273,6 +276,7 @@ def stored_alarm(r: Row) -> StoredAlarm:
         evidence=tuple(_evidence(e) for e in orjson.loads(r["evidence"])),
         updated_ts=r["updated_ts"],
         resolved_ts=r["resolved_ts"],
+        changes=tuple(AlarmChange(**c) for c in orjson.loads(r["changes"] or "[]")),
     )
     return StoredAlarm(
         alarm=alarm,

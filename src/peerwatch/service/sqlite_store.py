@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS alarms (
   evidence TEXT NOT NULL, updated_ts REAL NOT NULL, resolved_ts REAL, resolved_by TEXT,
   opened_wall REAL NOT NULL, resolved_wall REAL,
   ack_by TEXT, ack_wall REAL, ack_note TEXT NOT NULL DEFAULT '', sent_labels TEXT,
-  UNIQUE (node, ts));
+  changes TEXT NOT NULL DEFAULT '[]', UNIQUE (node, ts));
 CREATE INDEX IF NOT EXISTS alarms_open ON alarms (resolved_ts);
 CREATE TABLE IF NOT EXISTS nodes (node TEXT PRIMARY KEY, first_seen REAL NOT NULL, last_seen REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS spares (node TEXT PRIMARY KEY, state TEXT NOT NULL, since_wall REAL NOT NULL);
@@ -62,6 +62,8 @@ class SQLiteStore(SqlStore):
             for name, kind in _ACTION_COLUMNS.items():
                 if name not in have:
                     db.execute(f"ALTER TABLE actions ADD COLUMN {name} {kind}")
+            if "changes" not in {r[1] for r in db.execute("PRAGMA table_info(alarms)")}:  # before escalations
+                db.execute("ALTER TABLE alarms ADD COLUMN changes TEXT NOT NULL DEFAULT '[]'")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _db(self) -> sqlite3.Connection:

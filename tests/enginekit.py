@@ -1,0 +1,53 @@
+"""Small simulated recordings run through the whole engine, analysed whole and streamed step by step."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from peerwatch.detect.policy import Policy
+from peerwatch.engine import Engine, analyze_frames, load_frames
+from peerwatch.evaluate import load_labels, score
+from peerwatch.evaluate.score import ScenarioScore
+from peerwatch.frames import Frame
+from peerwatch.model import Alarm
+from peerwatch.simulate import Scenario, simulate, write_recording
+
+
+def record(scenario: Scenario, out: Path) -> tuple[dict[str, Frame], Path]:
+    """The scenario written to ``out`` and read back as frames, with its labels' path."""
+    write_recording(simulate(scenario), out)
+    return load_frames([str(out / "metrics.jsonl")]), out / "labels.json"
+
+
+def analysed(frames: dict[str, Frame], labels: Path, policy: Policy | None = None) -> tuple[list[Alarm], ScenarioScore]:
+    alarms = analyze_frames(frames, policy=policy)
+    return alarms, score(alarms, load_labels(labels))
+
+
+def streamed(frames: dict[str, Frame], warmup: int = 40, one_by_one: int = 30) -> list[Alarm]:
+    """The alarms of the engine fed a warm-up chunk, then single steps, then the rest."""
+    steps = next(iter(frames.values())).steps
+    cuts = sorted({0, warmup, *range(warmup + 1, warmup + one_by_one), steps})
+    engine = Engine()
+    latest: dict[str, Alarm] = {}
+    for a, b in itertools.pairwise(cuts):
+        chunk = {n: replace(f, start=f.start + a * f.step, values=f.values[:, a:b]) for n, f in frames.items()}
+        latest.update((x.id, x) for x in engine.scan(chunk).alarms)
+    return sorted(latest.values(), key=lambda x: (x.ts, x.node))
+
+
+def assert_same_alarms(streamed_alarms: list[Alarm], whole: list[Alarm]) -> None:
+    """Streamed and whole-run alarms agree: identity, views, escalations and resolution."""
+
+    def view(a: Alarm) -> tuple[object, ...]:
+        return (a.id, a.node, a.component, a.diagnosis, a.severity, a.action, a.resolved_ts, a.changes)
+
+    assert [view(a) for a in streamed_alarms] == [view(a) for a in whole]
+    for x, y in zip(streamed_alarms, whole, strict=True):
+        # The peer detector's scores are not exact across chunkings (found here: up to 12% on a few
+        # IB traffic findings, already so before these rules); the decisions above are exact.
+        assert x.score == pytest.approx(y.score, rel=0.05)
