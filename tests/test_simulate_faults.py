@@ -36,7 +36,7 @@ def _kind_of(name: str, declared: str | None, _values: object = None) -> str:
 
 
 def _hours(kind: str) -> float:
-    return 3.0 if kind == "ecc_hbm" else 1.5
+    return {"ecc_hbm": 3.0, "ecc_slow_remap": 4.0}.get(kind, 1.5)
 
 
 @cache

@@ -23,6 +23,7 @@ from peerwatch.diagnose.rules import Diagnoser
 from peerwatch.model import Alarm, Finding
 
 SURE_DETECTORS = frozenset({"state", "presence", "agent"})
+PRECURSOR_DETECTORS = frozenset({"accumulation"})  # slow growth: nothing has failed yet, so watch
 NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are never a shared workload move
 
 
@@ -212,6 +213,8 @@ class Policy:
             if len(evidence) >= self.settings.evidence:
                 break
         severity, action = severity_and_action(d.diagnosis, incident.score)
+        if d.cause and d.cause[0].detector in PRECURSOR_DETECTORS:
+            severity, action = "warning", "watch"
         ident = hashlib.sha1(f"{incident.node}|{incident.opened}".encode()).hexdigest()[:12]
         last = incident.last_finding
         return Alarm(

@@ -336,6 +336,19 @@ KINDS: dict[str, FaultKind] = {
             ("backendai_async_task_count", "backendai_cpu_usage_percent"),
             "the scheduler agent itself is stuck: task backlog, its CPU at 100%, GPUs fine",
         ),
+        _K(
+            "ecc_slow_remap",
+            ("ecc_hbm",),
+            "gpu",
+            False,
+            False,
+            (0, 0),
+            (2 * HOUR, 6 * HOUR),
+            0.0,
+            (),
+            ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",),  # the HBM's 1-4 C is too slow to show for sure
+            "correctable remapped rows grow 1-6 an hour for hours, HBM 1-4 C warmer; no failure yet",
+        ),
     )
 }
 
