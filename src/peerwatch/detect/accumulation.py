@@ -11,8 +11,9 @@ counters of device units (GPUs, their links, NVSwitches, IB ports, PCIe function
 Score: ``per_decade`` points per decade of the tail probability, so that 1e-5 reaches the policy's 6:
 three increases within an hour, or five within four, against the floor. At least ``min_increases``.
 Corroboration: the same entity's temperature (a GPU's and its HBM's) rising against the node's other
-entities over the last two hours adds a point per degree, up to ``temp_cap``; a failing HBM stack
-runs warmer. Capped below the policy's sure 15: an accumulation is a precursor, not a failure.
+entities (its residual's newest 15-minute mean above the one 1 h 45 min before) adds a point a degree, up to
+``temp_cap``; a failing HBM stack runs warmer. Capped below the policy's sure 15: an accumulation is
+a precursor, not a failure.
 
 Only increases within the data count: a count held for months is a level, not news; a reset (reboot,
 driver reload) restarts from zero as ``increments`` has it; a missed scrape is unknown and the
@@ -28,7 +29,8 @@ import numpy as np
 from peerwatch.catalog.schema import Category, Direction, Unit
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.counters import increments
-from peerwatch.detect.temporal import Totals, block_means, node_groups, node_reference, per_row
+from peerwatch.detect.stream import grow
+from peerwatch.detect.temporal import node_groups, node_reference, per_row
 from peerwatch.model import Evidence, Finding, FloatArray
 
 UNITS = frozenset({Unit.gpu, Unit.gpu_link, Unit.nvswitch, Unit.ib_port, Unit.pci_device, Unit.disk})
@@ -38,13 +40,13 @@ DAY = 86_400.0
 
 @dataclass(frozen=True)
 class AccumulationSettings:
-    windows: tuple[float, ...] = (3600.0, 14400.0)  # seconds: a few increases an hour; a slower growth over four
+    windows: tuple[float, ...] = (3600.0, 7200.0, 14400.0)  # seconds: a few increases an hour; slower over two, four
     floor_per_day: float = 1.0  # base rate per entity where the peers show less (or there are too few of them)
     min_peers: int = 4  # fewer other entities with the same peer key: their rate says nothing
     min_increases: int = 2  # one event, however large, is not a growth
-    per_decade: float = 1.2  # score per decade of the Poisson tail: 1e-5 -> 6
-    temp_window: float = 7200.0  # the temperature's rise: newest quarter of this against the oldest
-    temp_blocks: int = 4
+    per_decade: float = 1.25  # per decade of the Poisson tail: three in an hour against the floor (1.2e-5) -> 6
+    temp_block: float = 900.0  # seconds: the temperature's rise is its newest block's mean minus the oldest's
+    temp_blocks: int = 8  # of this many: 1 h 45 min apart
     temp_quantum: float = 1.0  # degrees: sensors report whole degrees, less is no rise
     temp_per_degree: float = 1.0
     temp_cap: float = 3.0
@@ -153,24 +155,49 @@ def accumulation_scores(
     return out, carried
 
 
-def temperature_rise(s: Series, totals: Totals, done: int, block: int, settings: AccumulationSettings) -> FloatArray:
-    """Each entity's rise against the median of its node's alike entities: the mean of the newest block
-    minus the oldest of ``temp_blocks`` (NaN where unknown); ``totals`` carries the residuals' sums."""
+@dataclass
+class Warmth:
+    """A temperature family's residuals (value minus its node's median) per row: the means of its last complete
+    blocks, oldest first (NaN: under half known), and the current block's sum and count so far."""
+
+    blocks: FloatArray
+    total: FloatArray = field(default_factory=lambda: np.zeros(0))
+    count: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def temperature_rise(s: Series, past: Warmth, start: int, step: float, settings: AccumulationSettings) -> FloatArray:
+    """Each entity's rise against the median of its node's alike entities: its newest complete block's mean
+    minus the oldest of ``temp_blocks`` (NaN where unknown), for the chunk beginning at step ``start`` of the run.
+    Blocks are fixed steps of the run and summed step by step: the same bits however the run is cut, and a
+    few numbers a row whatever the span."""
     med, idx = node_reference(s.values, node_groups(s), settings.min_entities)
-    sums, counts = totals.add(s.values - per_row(med, idx, np.nan))
-    b = block_means(sums, counts, s.values.shape[1], done, block, settings.temp_blocks)
-    rise: FloatArray = b[0] - b[-1]
-    return rise
+    resid = s.values - per_row(med, idx, np.nan)
+    rows, size = resid.shape[0], max(1, round(settings.temp_block / step))
+    blocks = grow(past.blocks, rows, np.nan)
+    total, count = grow(past.total, rows, 0.0), grow(past.count, rows, 0)
+    out = np.full(resid.shape, np.nan)
+    for j in range(resid.shape[1]):
+        x = resid[:, j]
+        ok = ~np.isnan(x)
+        total, count = total + np.where(ok, x, 0.0), count + ok
+        if (start + j + 1) % size == 0:  # a block complete: it joins the newest, the oldest leaves
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.where(2 * count >= size, total / count, np.nan)
+            blocks = np.concatenate([blocks[:, 1:], mean[:, None]], axis=1)
+            total, count = np.zeros(rows), np.zeros(rows, np.int64)
+        out[:, j] = blocks[:, -1] - blocks[:, 0]
+    past.blocks, past.total, past.count = blocks, total, count
+    return out
 
 
 @dataclass
 class AccumulationState:
-    """Steps scanned, each counter frame's recent increases, each temperature family's running totals, and
+    """Steps scanned, each counter frame's recent increases, each temperature family's smoothed residuals, and
     which temperature row is each counter row's entity (by counter and temperature frame, while rows hold)."""
 
     steps: int = 0
     events: dict[str, Events] = field(default_factory=dict)
-    temps: dict[str, Totals] = field(default_factory=dict)
+    temps: dict[str, Warmth] = field(default_factory=dict)
     links: dict[tuple[str, str], tuple[int, int, IntArray]] = field(default_factory=dict)
 
 
@@ -203,7 +230,6 @@ class AccumulationDetector:
     def scan(self, ctx: Context, state: AccumulationState | None) -> tuple[list[Finding], AccumulationState]:
         st = self.settings
         state = state or AccumulationState()
-        block = max(1, round(st.temp_window / st.temp_blocks / ctx.step))
         rises: list[tuple[Series, FloatArray]] = []
         for t in ctx.series:
             if (
@@ -212,8 +238,8 @@ class AccumulationDetector:
                 and t.family.bad is Direction.up
                 and t.frame.kind == "gauge"
             ):
-                totals = state.temps.setdefault(t.frame.name, Totals(st.temp_blocks * block))
-                rises.append((t, temperature_rise(t, totals, state.steps, block, st)))
+                warmth = state.temps.setdefault(t.frame.name, Warmth(np.zeros((0, st.temp_blocks))))
+                rises.append((t, temperature_rise(t, warmth, state.steps, ctx.step, st)))
         out: list[Finding] = []
         for s in ctx.series:
             if s.family.category is not Category.error_counter or s.family.unit not in st.units:
@@ -246,7 +272,7 @@ class AccumulationDetector:
                 continue
             n, amount, mu = float(sc.count[r, c]), float(sc.amount[r, c]), float(sc.expected[r, c])
             hours = st.windows[int(sc.window[r, c])] / 3600.0
-            note = f"increases in {hours:g} h ({amount:.4g} in all), {mu:.2g} expected at the peers' rate"
+            note = f"increases in {hours:g} h ({amount:.3g} in all), {mu:.2g} expected at the peers' rate"
             if w == w:
                 note += f"; temperature {w:+.1f} C against the node's other entities"
             out.append(

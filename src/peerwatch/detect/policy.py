@@ -200,6 +200,15 @@ class Policy:
         strong = bool(incident.hints) or incident.score >= self.settings.immediate
         return self.settings.quiet_sure if strong else self.settings.quiet
 
+    def _precursor(self, cause: Sequence[Finding]) -> bool:
+        """The diagnosis rests on a slow accumulation alone (no other cause finding that would open an
+        alarm by itself): nothing has failed yet, so the alarm is a warning to watch."""
+        return (
+            bool(cause)
+            and cause[0].detector in PRECURSOR_DETECTORS
+            and all(f.detector in PRECURSOR_DETECTORS or f.score < self.settings.open_score for f in cause)
+        )
+
     def _alarm(self, incident: _Incident, ctx: Context) -> Alarm:
         early = [f for f in incident.findings if self._early(incident, f, ctx.step)]
         d = self.diagnoser.diagnose(early or incident.findings)
@@ -213,7 +222,7 @@ class Policy:
             if len(evidence) >= self.settings.evidence:
                 break
         severity, action = severity_and_action(d.diagnosis, incident.score)
-        if d.cause and d.cause[0].detector in PRECURSOR_DETECTORS:
+        if self._precursor(d.cause):
             severity, action = "warning", "watch"
         ident = hashlib.sha1(f"{incident.node}|{incident.opened}".encode()).hexdigest()[:12]
         last = incident.last_finding
