@@ -27,10 +27,12 @@ from peerwatch.detect.accumulation import (
     accumulation_scores,
     log10_poisson_tail,
 )
+from peerwatch.detect.context import Context
+from peerwatch.detect.groups import MAIN
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, detect, load_frames
 from peerwatch.frames import Frame
-from peerwatch.model import Alarm, FloatArray
+from peerwatch.model import Alarm, Evidence, Finding, FloatArray
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate, write_recording
 from peerwatch.simulate.events import Benign
 from peerwatch.simulate.scenarios import EVERY_BENIGN
@@ -250,3 +252,23 @@ def test_a_healthy_run_with_every_benign_event_accumulates_nothing(tmp_path: Pat
     write_recording(simulate(healthy), tmp_path / "healthy")
     ctx = context_of(load_frames([str(tmp_path / "healthy")]), Catalog.default())
     assert AccumulationDetector().detect(ctx) == []
+
+
+def test_an_alarm_resting_on_an_accumulation_alone_is_a_warning_to_watch() -> None:
+    nodes = ("n00", "n01")
+    ctx = Context((), nodes, START, STEP, 60, np.full((2, 60), MAIN))
+    remap = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
+
+    def found(col: int, score: float, detector: str, signal: str = remap, hint: str | None = None) -> Finding:
+        return Finding(START + col * STEP, "n01", "gpu/3", detector, signal, score, Evidence(signal, (), 1.0), hint)
+
+    slow = [found(c, 7.0, "accumulation") for c in range(10, 30)]
+    warm = [found(c, 4.5, "temporal", "DCGM_FI_DEV_MEMORY_TEMP") for c in range(10, 30)]
+    (alarm,) = Policy().decide(ctx, slow + warm)
+    assert (alarm.diagnosis, alarm.component, alarm.severity, alarm.action) == ("ecc_hbm", "gpu/3", "warning", "watch")
+    # A burst the counter detector would open on by itself, or a hardware XID: what actions.csv says.
+    burst = [found(12, 6.0, "counter")]
+    xid = [found(20, 20.0, "state", "xid:94", "ecc_hbm")]
+    for more in (burst, xid):
+        (alarm,) = Policy().decide(ctx, slow + more)
+        assert (alarm.diagnosis, alarm.severity, alarm.action) == ("ecc_hbm", "critical", "swap")

@@ -163,6 +163,7 @@ class Warmth:
     blocks: FloatArray
     total: FloatArray = field(default_factory=lambda: np.zeros(0))
     count: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    group: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))  # node_groups, while rows hold
 
 
 def temperature_rise(s: Series, past: Warmth, start: int, step: float, settings: AccumulationSettings) -> FloatArray:
@@ -170,7 +171,9 @@ def temperature_rise(s: Series, past: Warmth, start: int, step: float, settings:
     minus the oldest of ``temp_blocks`` (NaN where unknown), for the chunk beginning at step ``start`` of the run.
     Blocks are fixed steps of the run and summed step by step: the same bits however the run is cut, and a
     few numbers a row whatever the span."""
-    med, idx = node_reference(s.values, node_groups(s), settings.min_entities)
+    if past.group.size != s.values.shape[0]:
+        past.group = node_groups(s)
+    med, idx = node_reference(s.values, past.group, settings.min_entities)
     resid = s.values - per_row(med, idx, np.nan)
     rows, size = resid.shape[0], max(1, round(settings.temp_block / step))
     blocks = grow(past.blocks, rows, np.nan)
