@@ -16,6 +16,7 @@ import pytest
 
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
+from peerwatch.detect.accumulation import AccumulationDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context
 from peerwatch.detect.counters import CounterDetector
@@ -89,6 +90,16 @@ def case_counter(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
     return {name: frame(name, "rate", rows, rate)}, name
 
 
+def case_accumulation(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
+    rows = gpu_rows()
+    rate = np.zeros((len(rows), STEPS))
+    rate[fault_row(rows, Hostname=FAULT_NODE, gpu=FAULT_GPU), ONSET::4] = 1 / 30  # a remap every 2 minutes
+    rate[5, 10] = 1 / 30  # one isolated remap elsewhere
+    rate[9, 60] = 40 / 30  # and one jump of many rows at once
+    name = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
+    return {name: frame(name, "rate", rows, rate)}, name
+
+
 def case_state(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
     rows = [
         {"instance": f"gpu{n:02d}:9100", "device": f"mlx5_{p}", "port": "1"} for n in range(NODES) for p in range(8)
@@ -132,6 +143,7 @@ CASES: list[tuple[Callable[[], Detector], Callable[[np.random.Generator], tuple[
     (PeerDetector, case_peer, FAULT_NODE),
     (TemporalDetector, case_temporal, FAULT_NODE),
     (CounterDetector, case_counter, FAULT_NODE),
+    (AccumulationDetector, case_accumulation, FAULT_NODE),
     (StateDetector, case_state, FAULT_NODE),
     (PresenceDetector, case_presence, FAULT_NODE),
     (ClusterDetector, case_cluster, "cluster"),

@@ -36,7 +36,7 @@ def _kind_of(name: str, declared: str | None, _values: object = None) -> str:
 
 
 def _hours(kind: str) -> float:
-    return 3.0 if kind == "ecc_hbm" else 1.5
+    return {"ecc_hbm": 3.0, "ecc_slow_remap": 4.0}.get(kind, 1.5)
 
 
 @cache
@@ -160,7 +160,7 @@ def test_faults_land_on_distinct_training_nodes_with_sane_times() -> None:
     sim = simulate(
         Scenario(
             "all",
-            default_spec(24),
+            default_spec(40),
             hours=1.0,
             seed=5,
             faults=tuple(FaultRequest(k, at=float(a)) for k, a in zip(KIND_NAMES, ats, strict=True)),

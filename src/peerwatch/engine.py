@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from peerwatch.catalog.classify import observed_kind
 from peerwatch.catalog.load import Catalog
+from peerwatch.detect.accumulation import AccumulationDetector
 from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, Series, prepare
@@ -53,6 +54,7 @@ def default_detectors() -> list[Detector]:
         AgentCheckDetector(),
         TrainingShapeDetector(),
         TemporalDetector(),
+        AccumulationDetector(),
     ]
 
 

@@ -39,6 +39,9 @@ TRANSITION_HINTS = frozenset({"exporter_down"})
 def soft(f: Finding) -> bool:
     """Whether work changes can move this finding: shared and transitional moves set it aside."""
     return f.detector not in HARD_DETECTORS or f.hint in TRANSITION_HINTS
+
+
+PRECURSOR_DETECTORS = frozenset({"accumulation"})  # slow growth: nothing has failed yet, so watch
 NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are never a shared workload move
 
 
@@ -75,6 +78,7 @@ class _Incident:
     changes: list[AlarmChange] = field(default_factory=list)  # the view it opened with, then each change
     evidence: tuple[Finding, ...] = ()  # cause first, then symptoms (of the latest diagnosis)
     late_keys: set[tuple[str, str, str]] = field(default_factory=set)  # sure findings kept after the early window
+    precursor: bool = False  # the diagnosis rests on a slow accumulation alone (see Policy._precursor)
 
 
 @dataclass
@@ -210,10 +214,13 @@ class Policy:
             d = self.diagnoser.diagnose(incident.findings)
             component, diagnosis = d.component, d.diagnosis
             incident.evidence = (*d.cause, *d.symptoms)
+            incident.precursor = self._precursor(d.cause)
         else:
             last = incident.changes[-1]
             component, diagnosis = last.component, last.diagnosis
         severity, action = severity_and_action(diagnosis, incident.score)
+        if incident.precursor:
+            severity, action = "warning", "watch"
         view = AlarmChange(ts, severity, diagnosis, action, component)
         last_view = incident.changes[-1] if incident.changes else None
         if last_view is None or (severity, diagnosis, action, component) != (
@@ -252,6 +259,15 @@ class Policy:
         """Steps of quiet that end an incident: longer after a sure or strong failure, which stays failed."""
         strong = bool(incident.hints) or incident.score >= self.settings.immediate
         return self.settings.quiet_sure if strong else self.settings.quiet
+
+    def _precursor(self, cause: Sequence[Finding]) -> bool:
+        """The diagnosis rests on a slow accumulation alone (no other cause finding that would open an
+        alarm by itself): nothing has failed yet, so the alarm is a warning to watch."""
+        return (
+            bool(cause)
+            and cause[0].detector in PRECURSOR_DETECTORS
+            and all(f.detector in PRECURSOR_DETECTORS or f.score < self.settings.open_score for f in cause)
+        )
 
     def _alarm(self, incident: _Incident) -> Alarm:
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()

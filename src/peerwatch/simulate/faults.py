@@ -363,6 +363,19 @@ KINDS: dict[str, FaultKind] = {
             "a marginal IB link: a few symbol errors and link recoveries, less traffic; the node's NFS "
             "traffic over the fabric slows and retransmits (the symptom shows more than the cause)",
         ),
+        _K(
+            "ecc_slow_remap",
+            ("ecc_hbm",),
+            "gpu",
+            False,
+            False,
+            (0, 0),
+            (2 * HOUR, 6 * HOUR),
+            0.0,
+            (),
+            ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",),  # the HBM's 1-4 C is too slow to show for sure
+            "correctable remapped rows grow 1-6 an hour for hours, HBM 1-4 C warmer; no failure yet",
+        ),
     )
 }
 

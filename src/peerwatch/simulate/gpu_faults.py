@@ -101,6 +101,32 @@ def ecc_hbm(sig: Signals, f: Fault, c: Ctx) -> Effect:
     return e.effect(xids=(Xid(n, g, fail, int(f.xid or 94)),))
 
 
+def ecc_slow_remap(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Correctable remapped rows grow by 1-6 an hour on average (Poisson arrivals, a row or two each) until
+    the end, steadily or, in half the draws, accelerating from half that rate to one and a half times it;
+    the HBM warms 1-4 C over the fault, SBEs grow too in half the draws; in a third the driver logs an
+    informational XID (63: a remap recorded, 92: high SBE rate). Nothing fails: the field saw 254 rows
+    accumulate over 55 days with no XID before the GPU vanished."""
+    e, n, g = Edit(sig), f.node_index, f.gpu
+    on = c.window(f.onset_ts, f.end_ts)
+    per_step = c.grid.step / 3600.0
+    rate = float(c.rng.uniform(1.0, 6.0)) * per_step * on
+    if c.rng.random() < 0.5:
+        rate = rate * (0.5 + c.ramp(f.onset_ts, f.end_ts))
+    arrivals = poisson_steps(c, rate)
+    size = c.rng.choice([1.0, 1.0, 1.0, 2.0], c.grid.steps)
+    e["remap_corr"][n, g] += np.cumsum(arrivals * size)
+    e["mem_temp"][n, g] += np.rint(c.ramp(f.onset_ts, f.end_ts) * c.rng.uniform(1.0, 4.0))
+    if c.rng.random() < 0.5:
+        e["sbe"][n, g] += poisson_steps(c, float(c.rng.uniform(0.5, 4.0)) * per_step * on)
+    later = np.flatnonzero(arrivals > 0)
+    xids: tuple[Xid, ...] = ()
+    if c.rng.random() < 1 / 3 and later.size:
+        at = float(c.grid.times[later[int(c.rng.integers(later.size))]])
+        xids = (Xid(n, g, at, int(c.rng.choice([63, 92]))),)
+    return e.effect(xids=xids)
+
+
 def gsp_timeout(sig: Signals, f: Fault, c: Ctx) -> Effect:
     """NVML calls into the GPU's GSP block: the agent's stat tasks slow and pile up, dcgm scrapes time out,
     then XID 119 and the GPU's readings freeze."""

@@ -17,6 +17,7 @@ TRANSFORMS: dict[str, Transform] = {
     "gpu_fallen_off_bus": gpu_faults.gpu_fallen_off_bus,
     "gpu_card_drop": gpu_faults.gpu_card_drop,
     "ecc_hbm": gpu_faults.ecc_hbm,
+    "ecc_slow_remap": gpu_faults.ecc_slow_remap,
     "gsp_timeout": gpu_faults.gsp_timeout,
     "nvswitch": gpu_faults.nvswitch,
     "pcie_downgrade": gpu_faults.pcie_downgrade,

@@ -28,6 +28,9 @@ from peerwatch.simulate.scenario import Scenario
 
 EVERY_BENIGN = Benign(restarts=1, agent_restarts=2, remounts=1, storage_slowdowns_per_hour=0.25)
 SINGLE_HOURS = {"ecc_hbm": 6.0}
+# Kinds added after the public set was fixed: in the variant set only.
+VARIANT_ONLY = frozenset({"ecc_slow_remap", "ib_port_down", "ib_link_marginal"})
+VARIANT_HOURS = {"ecc_slow_remap": 5.0}  # a growth of a few an hour needs room after its onset
 
 
 def _single(kind: str, seed: int) -> Scenario:
@@ -55,7 +58,7 @@ def scenario_set(seed: int = 7) -> tuple[Scenario, ...]:
             "slowdowns, agent restarts, a remount, a light job, exporter restarts), no fault",
         ),
     ]
-    out += [_single(kind, seed + 1 + i) for i, kind in enumerate(KINDS)]
+    out += [_single(kind, seed + 1 + i) for i, kind in enumerate(KINDS) if kind not in VARIANT_ONLY]
     out += [
         Scenario(
             "reference_mix",
@@ -129,7 +132,8 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
             restart_exporters=(0.0, 0.3, 0.8)[(i // 2) % 3],
             pcie_glitches=(i + 1) % 2,
         )
-        out.append(Scenario(f"v_{kind}", spec, 3.0, seed + i, faults, benign, description=KINDS[kind].note))
+        hours = VARIANT_HOURS.get(kind, 3.0)
+        out.append(Scenario(f"v_{kind}", spec, hours, seed + i, faults, benign, description=KINDS[kind].note))
     healthy = Benign(restarts=2, agent_restarts=2, remounts=2, stalls=2, restart_exporters=0.5, pcie_glitches=1)
     out += [
         Scenario(
