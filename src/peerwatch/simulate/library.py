@@ -34,6 +34,7 @@ TRANSFORMS: dict[str, Transform] = {
     "exporter_down": host_faults.exporter_down,
     "memory_pressure": host_faults.memory_pressure,
     "scheduler_agent": host_faults.scheduler_agent,
+    "fail_slow": host_faults.fail_slow,
 }
 if set(TRANSFORMS) != set(KINDS):  # the table and the transforms must name the same kinds
     raise RuntimeError(f"fault kinds without transform or row: {sorted(set(TRANSFORMS) ^ set(KINDS))}")
