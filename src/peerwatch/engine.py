@@ -17,6 +17,7 @@ from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, Series, prepare
 from peerwatch.detect.counters import CounterDetector
+from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.groups import GroupState, groups_of
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
@@ -52,6 +53,7 @@ def default_detectors() -> list[Detector]:
         AgentCheckDetector(),
         TrainingShapeDetector(),
         TemporalDetector(),
+        FailSlowDetector(),
     ]
 
 
