@@ -20,17 +20,19 @@ import pytest
 
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
+from peerwatch.detect import node_offsets
 from peerwatch.detect.context import Context
 from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.node_offsets import node_median, offsets, pooled
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, detect, load_frames
+from peerwatch.frames import Frame
 from peerwatch.model import Alarm
 from peerwatch.simulate import FaultRequest, Scenario, simulate, write_recording
 from peerwatch.simulate.cluster import ClusterSpec
 from peerwatch.simulate.events import Benign
 from peerwatch.simulate.host_faults import fail_slow_share
-from streamkit import assert_chunk_invariant
+from streamkit import assert_chunk_invariant, findings_after_rows_join
 
 START, STEP, NODES, STEPS, ONSET = 1_764_460_800.0, 30.0, 12, 240, 120
 CULPRIT, SPARE, RANK0 = "gpu07", "gpu11", "gpu00"
@@ -40,6 +42,10 @@ IDLE_W = 140.0
 
 
 def cluster(shift: float = 0.0, holes: float = 0.0, seed: int = 0) -> Context:
+    return context_of(cluster_frames(shift, holes, seed), Catalog.default())
+
+
+def cluster_frames(shift: float = 0.0, holes: float = 0.0, seed: int = 0) -> dict[str, Frame]:
     """Busy GPUs, checkpoints at steps 60 and 180 (rank 0 lingers), a spare joining at step 90 and
     running 2 % slower by nature, and ``shift`` less work on the culprit from ONSET."""
     rng = np.random.default_rng(seed)
@@ -64,7 +70,7 @@ def cluster(shift: float = 0.0, holes: float = 0.0, seed: int = 0) -> Context:
         mask = np.random.default_rng(seed + 1)
         for f in frames.values():
             f.values[mask.random(f.values.shape) < holes] = np.nan
-    return context_of(frames, Catalog.default())
+    return frames
 
 
 def test_node_median_pools_each_nodes_rows_with_nan_inside() -> None:
@@ -88,6 +94,15 @@ def test_relative_offsets_need_peers_and_keep_nan() -> None:
     hs = holed.by_name()["DCGM_FI_DEV_POWER_USAGE"]
     got = offsets(hs, peers, 4)
     assert np.array_equal(np.isnan(got) & ~np.isnan(hs.values), np.zeros_like(got, dtype=bool))  # known stays known
+
+
+def test_pooling_in_blocks_of_steps_gives_the_same_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = cluster(0.08, holes=0.1)
+    peers = ctx.groups == 1
+    names = ["node_infiniband_port_data_received_bytes_total"]
+    whole = pooled(ctx.by_name(), names, peers, 4)
+    monkeypatch.setattr(node_offsets, "CHUNK_CELLS", 1000)  # 48 series: blocks of 20 steps
+    np.testing.assert_array_equal(pooled(ctx.by_name(), names, peers, 4), whole)
 
 
 @pytest.mark.parametrize("holes", [0.0, 0.1])
@@ -119,6 +134,30 @@ def test_scanning_in_chunks_finds_what_one_scan_finds(holes: float) -> None:
     ctx = cluster(0.08, holes)
     assert assert_chunk_invariant(FailSlowDetector(), ctx, [1, 41, 60, 61, 130, 200]) > 0
     assert assert_chunk_invariant(FailSlowDetector(), ctx, range(1, ctx.steps)) > 0  # the live service
+
+
+@pytest.mark.parametrize("cut", [90, 150])
+def test_a_node_whose_rows_join_later_is_judged_from_then(cut: int) -> None:
+    """The spare's exporters start answering when it joins (90) or later: scanned step by step from
+    then, as one scan of the run with its rows silent before."""
+    frames = cluster_frames(0.08)
+    for f in frames.values():
+        f.values[[i for i, n in enumerate(f.nodes) if n == SPARE], :cut] = np.nan
+    whole = context_of(frames, Catalog.default())
+    partial = {}
+    for name, f in frames.items():
+        keep = [i for i, n in enumerate(f.nodes) if n != SPARE]
+        partial[name] = replace(
+            f,
+            keys=tuple(f.keys[i] for i in keep),
+            nodes=tuple(f.nodes[i] for i in keep),
+            values=f.values[keep],
+            last_seen=f.last_seen[keep],
+        )
+    later, want = findings_after_rows_join(FailSlowDetector(), context_of(partial, Catalog.default()), whole, cut)
+    assert want and {f.node for f in want} == {CULPRIT}
+    assert [(f.ts, f.node, f.hint) for f in later] == [(f.ts, f.node, f.hint) for f in want]
+    np.testing.assert_allclose([f.score for f in later], [f.score for f in want], rtol=1e-9)
 
 
 # Simulated recordings: 16 nodes, 2 h, the fault at 45 % of the run, a job restart, agent restarts, a

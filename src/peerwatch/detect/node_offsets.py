@@ -13,12 +13,15 @@ judged alike.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from peerwatch.detect.context import IntArray, Series
 from peerwatch.detect.peer import column_quantile
 from peerwatch.model import BoolArray, FloatArray
+
+CHUNK_CELLS = 2_000_000  # series x steps pooled at once (16 MB of float64; the sort doubles it)
 
 
 def node_median(x: FloatArray, node_index: IntArray, n_nodes: int) -> FloatArray:
@@ -74,9 +77,16 @@ def pooled(
     found = [by_name[n] for n in names if n in by_name]
     if not found:
         return None
-    x = np.concatenate([offsets(s, peers, min_peers, relative) for s in found], axis=0)
     idx = np.concatenate([s.node_index for s in found])
-    return node_median(x, idx, peers.shape[0])
+    steps = peers.shape[1]
+    out = np.full((peers.shape[0], steps), np.nan)
+    block = max(1, CHUNK_CELLS // max(1, idx.size))  # steps are independent: a long run goes in blocks
+    for a in range(0, steps, block):
+        b = min(steps, a + block)
+        part = [replace(s, frame=replace(s.frame, values=s.values[:, a:b])) for s in found]
+        x = np.concatenate([offsets(s, peers[:, a:b], min_peers, relative) for s in part], axis=0)
+        out[:, a:b] = node_median(x, idx, peers.shape[0])
+    return out
 
 
 def node_share(s: Series, flag: BoolArray, n_nodes: int) -> FloatArray:
