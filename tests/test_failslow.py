@@ -114,6 +114,7 @@ def test_a_node_a_few_per_cent_slower_is_found_within_half_an_hour(shift: float,
     assert first - (START + ONSET * STEP) <= 1800.0
     assert all(f.hint == "performance_degradation" and f.component == "node" for f in found)
     assert "utilisation -" in found[0].evidence.note and "IB throughput -" in found[0].evidence.note
+    assert all("utilisation -" in f.evidence.note for f in found)  # through checkpoints too: the last judged
 
 
 @pytest.mark.parametrize("holes", [0.0, 0.1])

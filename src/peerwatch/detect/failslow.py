@@ -90,14 +90,15 @@ def _steps(seconds: float, step: float) -> int:
 @dataclass
 class FailSlowState:
     """The run so far: groups over the settle look-back, per node its usual offset per family (the
-    CUSUM's, then temperature) and how many steps taught it, its CUSUM; steps since the last shared
-    move; each family's group level and the throttle-reason excesses over their look-backs."""
+    CUSUM's, then temperature) and how many steps taught it, its CUSUM and last judged shifts; steps
+    since the last shared move; each family's group level and the throttle-reason excesses over their look-backs."""
 
     steps: int = 0
     groups: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     usual: FloatArray = field(default_factory=lambda: np.zeros((0, len(ROLES) + 1)))
     taught: FloatArray = field(default_factory=lambda: np.zeros((0, len(ROLES) + 1)))
     cusum: FloatArray = field(default_factory=lambda: np.zeros(0))
+    last: FloatArray = field(default_factory=lambda: np.zeros((0, len(ROLES) + 2)))  # last judged shifts and z
     since_move: int = 10**9
     levels: dict[str, FloatArray] = field(default_factory=dict)
     reasons: FloatArray = field(default_factory=lambda: np.zeros((2, 0, 0)))
@@ -200,7 +201,7 @@ class FailSlowDetector:
     ) -> tuple[FloatArray, FloatArray]:
         """The CUSUM step by step (it is recursive), vectorised over nodes and families. Returns the
         CUSUM (nodes, steps) and, per step, each node's shift from its usual offset per family then
-        temperature, and its combined z (R + 2, nodes, steps)."""
+        temperature, and its combined z (R + 2, nodes, steps), as of its last judged step."""
         st, n, r = self.settings, len(ctx.nodes), len(ROLES)
         w = ctx.step / 30.0
         learn_min = st.learn_min_s / ctx.step
@@ -208,7 +209,7 @@ class FailSlowDetector:
         after = _steps(st.after_s, ctx.step)
         floors = np.array([f for _, _, f in ROLES])
         usual, taught = grow(state.usual, n, 0.0), grow(state.taught, n, 0.0)
-        cusum = grow(state.cusum, n, 0.0)
+        cusum, last = grow(state.cusum, n, 0.0), grow(state.last, n, np.nan)
         since = state.since_move
         trace = np.full((ctx.steps, n), np.nan)
         shifts = np.full((r + 2, n, ctx.steps), np.nan)
@@ -233,10 +234,11 @@ class FailSlowDetector:
             taught = taught + learn
             rate = np.where(learn, np.fmax(1.0 / np.maximum(taught, 1.0), alpha), 0.0)
             usual = usual + rate * np.nan_to_num(x - usual)
+            # Held steps (a checkpoint) keep the evidence of the last judged one.
+            last = np.where(np.isnan(zn)[:, None], last, np.concatenate([d, zn[:, None]], axis=1))
             trace[t] = cusum
-            shifts[: r + 1, :, t] = d.T
-            shifts[r + 1, :, t] = zn
-        state.usual, state.taught, state.cusum, state.since_move = usual, taught, cusum, since
+            shifts[:, :, t] = last.T
+        state.usual, state.taught, state.cusum, state.last, state.since_move = usual, taught, cusum, last, since
         return trace.T, shifts
 
     def _findings(self, ctx: Context, cusum: FloatArray, shifts: FloatArray, excess: FloatArray) -> list[Finding]:
