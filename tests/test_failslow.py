@@ -41,31 +41,45 @@ IB_ROWS = [{"instance": f"gpu{n:02d}:9100", "device": f"mlx5_{p}", "port": "1"} 
 IDLE_W = 140.0
 
 
-def cluster(shift: float = 0.0, holes: float = 0.0, seed: int = 0) -> Context:
-    return context_of(cluster_frames(shift, holes, seed), Catalog.default())
+def cluster(shift: float = 0.0, holes: float = 0.0, seed: int = 0, step: float = STEP, mixed: bool = False) -> Context:
+    return context_of(cluster_frames(shift, holes, seed, step, mixed), Catalog.default())
 
 
-def cluster_frames(shift: float = 0.0, holes: float = 0.0, seed: int = 0) -> dict[str, Frame]:
-    """Busy GPUs, checkpoints at steps 60 and 180 (rank 0 lingers), a spare joining at step 90 and
-    running 2 % slower by nature, and ``shift`` less work on the culprit from ONSET."""
+def cluster_frames(
+    shift: float = 0.0, holes: float = 0.0, seed: int = 0, step: float = STEP, mixed: bool = False
+) -> dict[str, Frame]:
+    """Busy GPUs, checkpoints at minutes 30 and 90 (rank 0 lingers 2 minutes at half its level), a spare
+    joining at minute 45 and running 2 % slower by nature, and ``shift`` less work on the culprit from
+    minute 60; on a grid of ``step`` seconds. ``mixed``: SM activity from the newer exporter's
+    ``DCGM_FI_PROF_SM_ACTIVE`` on even nodes, the older one's ``GR_ENGINE_ACTIVE`` on odd ones."""
     rng = np.random.default_rng(seed)
-    work = np.ones((NODES, STEPS))  # share of full work per node and step
-    for k in (60, 180):
-        work[:, k : k + 6] = 0.15
-        work[0, k + 6 : k + 10] = 0.5  # rank 0 writes the consolidated checkpoint
+    k = STEP / step  # grid steps per 30 s
+    steps = round(STEPS * k)
+    work = np.ones((NODES, steps))  # share of full work per node and step
+    for c in (60, 180):
+        a, b = round(c * k), round((c + 6) * k)
+        work[:, a:b] = 0.15
+        work[0, b : b + round(4 * k)] = 0.5  # rank 0 writes the consolidated checkpoint
     spare = int(SPARE[3:])
-    work[spare, :90] = 0.0
-    work[spare, 90:] *= 0.98
-    work[int(CULPRIT[3:]), ONSET:] *= 1.0 - shift
+    work[spare, : round(90 * k)] = 0.0
+    work[spare, round(90 * k) :] *= 0.98
+    work[int(CULPRIT[3:]), round(ONSET * k) :] *= 1.0 - shift
     per_gpu = np.repeat(work, 8, axis=0)
     util = np.clip(np.rint(98 * per_gpu + rng.normal(0, 1, per_gpu.shape)), 0, 100)
     scale = 1 + rng.normal(0, 0.03, (len(GPU_ROWS), 1))  # some GPUs draw more by nature
     power = (IDLE_W + 700 * per_gpu) * scale + rng.normal(0, 8, per_gpu.shape)
-    ib = np.repeat(work, 4, axis=0) * 18e9 * (1 + rng.normal(0, 0.04, (len(IB_ROWS), STEPS)))
+    ib = np.repeat(work, 4, axis=0) * 18e9 * (1 + rng.normal(0, 0.04, (len(IB_ROWS), steps)))
     arrays = {"DCGM_FI_DEV_GPU_UTIL": util, "DCGM_FI_DEV_POWER_USAGE": power}
-    frames = {name: make_frame(name, GPU_ROWS, v, START, STEP) for name, v in arrays.items()}
+    frames = {name: make_frame(name, GPU_ROWS, v, START, step) for name, v in arrays.items()}
+    if mixed:
+        sm = np.clip(0.9 * per_gpu * (1 + rng.normal(0, 0.02, per_gpu.shape)), 0, 1)
+        for name, parity in (("DCGM_FI_PROF_SM_ACTIVE", 0), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1)):
+            rows = [i for i, r in enumerate(GPU_ROWS) if int(r["Hostname"][3:]) % 2 == parity]
+            frames[name] = make_frame(
+                name, [GPU_ROWS[i] for i in rows], sm[rows] * (1.05 if parity else 1), START, step
+            )
     name = "node_infiniband_port_data_received_bytes_total"
-    frames[name] = make_frame(name, IB_ROWS, ib, START, STEP, "rate")
+    frames[name] = make_frame(name, IB_ROWS, ib, START, step, "rate")
     if holes:
         mask = np.random.default_rng(seed + 1)
         for f in frames.values():
@@ -120,6 +134,18 @@ def test_a_node_a_few_per_cent_slower_is_found_within_half_an_hour(shift: float,
 @pytest.mark.parametrize("holes", [0.0, 0.1])
 def test_checkpoints_rank_0_a_spare_joining_and_holes_raise_nothing(holes: float) -> None:
     assert FailSlowDetector().detect(cluster(0.0, holes)) == []
+
+
+@pytest.mark.parametrize(("step", "mixed"), [(60.0, False), (15.0, False), (30.0, True)])
+def test_other_grids_and_exporter_versions(step: float, mixed: bool) -> None:
+    """Settings are in seconds: a 60-s or 15-s grid finds the 7 % node in half an hour too; nodes on
+    two exporter versions (SM activity under two names) are judged alike."""
+    assert FailSlowDetector().detect(cluster(0.0, 0.05, step=step, mixed=mixed)) == []
+    found = FailSlowDetector().detect(cluster(0.07, 0.05, step=step, mixed=mixed))
+    assert {f.node for f in found} == {CULPRIT}
+    assert min(f.ts for f in found if f.score >= 6.0) - (START + ONSET * STEP) <= 1800.0
+    if mixed:
+        assert "SM activity -" in found[-1].evidence.note
 
 
 def test_the_peer_detector_alone_misses_it() -> None:
