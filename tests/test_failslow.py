@@ -41,17 +41,26 @@ IB_ROWS = [{"instance": f"gpu{n:02d}:9100", "device": f"mlx5_{p}", "port": "1"} 
 IDLE_W = 140.0
 
 
-def cluster(shift: float = 0.0, holes: float = 0.0, seed: int = 0, step: float = STEP, mixed: bool = False) -> Context:
-    return context_of(cluster_frames(shift, holes, seed, step, mixed), Catalog.default())
+def cluster(
+    shift: float = 0.0, holes: float = 0.0, seed: int = 0, step: float = STEP, mixed: bool = False, jitter: float = 0.0
+) -> Context:
+    return context_of(cluster_frames(shift, holes, seed, step, mixed, jitter), Catalog.default())
 
 
 def cluster_frames(
-    shift: float = 0.0, holes: float = 0.0, seed: int = 0, step: float = STEP, mixed: bool = False
+    shift: float = 0.0,
+    holes: float = 0.0,
+    seed: int = 0,
+    step: float = STEP,
+    mixed: bool = False,
+    jitter: float = 0.0,
 ) -> dict[str, Frame]:
     """Busy GPUs, checkpoints at minutes 30 and 90 (rank 0 lingers 2 minutes at half its level), a spare
     joining at minute 45 and running 2 % slower by nature, and ``shift`` less work on the culprit from
     minute 60; on a grid of ``step`` seconds. ``mixed``: SM activity from the newer exporter's
-    ``DCGM_FI_PROF_SM_ACTIVE`` on even nodes, the older one's ``GR_ENGINE_ACTIVE`` on odd ones."""
+    ``DCGM_FI_PROF_SM_ACTIVE`` on even nodes, the older one's ``GR_ENGINE_ACTIVE`` on odd ones.
+    ``jitter``: each node's samples move together by this share from step to step (where its scrape
+    falls in the training step's rhythm)."""
     rng = np.random.default_rng(seed)
     k = STEP / step  # grid steps per 30 s
     steps = round(STEPS * k)
@@ -64,6 +73,7 @@ def cluster_frames(
     work[spare, : round(90 * k)] = 0.0
     work[spare, round(90 * k) :] *= 0.98
     work[int(CULPRIT[3:]), round(ONSET * k) :] *= 1.0 - shift
+    work *= 1 + np.random.default_rng(seed + 2).normal(0, jitter, work.shape)
     per_gpu = np.repeat(work, 8, axis=0)
     util = np.clip(np.rint(98 * per_gpu + rng.normal(0, 1, per_gpu.shape)), 0, 100)
     scale = 1 + rng.normal(0, 0.03, (len(GPU_ROWS), 1))  # some GPUs draw more by nature
@@ -134,6 +144,16 @@ def test_a_node_a_few_per_cent_slower_is_found_within_half_an_hour(shift: float,
 @pytest.mark.parametrize("holes", [0.0, 0.1])
 def test_checkpoints_rank_0_a_spare_joining_and_holes_raise_nothing(holes: float) -> None:
     assert FailSlowDetector().detect(cluster(0.0, holes)) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_node_found_through_its_scrape_phase_jitter(seed: int) -> None:
+    """Each node's samples jump by 6 % from step to step together (its scrape phase in the step rhythm):
+    each step's shift is within one spread; the node's shifts are smoothed over two minutes first."""
+    assert [f for f in FailSlowDetector().detect(cluster(0.0, seed=seed, jitter=0.06)) if f.score >= 6.0] == []
+    found = FailSlowDetector().detect(cluster(0.08, seed=seed, jitter=0.06))
+    assert {f.node for f in found if f.score >= 6.0} == {CULPRIT}
+    assert min(f.ts for f in found if f.score >= 6.0) - (START + ONSET * STEP) <= 1800.0
 
 
 @pytest.mark.parametrize(("step", "mixed"), [(60.0, False), (15.0, False), (30.0, True)])

@@ -64,6 +64,7 @@ class FailSlowSettings:
     min_nodes: int = 4  # main-job nodes known at a step for a comparison (8 GPUs of one node are not peers)
     min_roles: int = 2  # families known for a node at a step before it is judged
     far: float = 0.25  # off by this share on any family: another phase or an outright failure, not fail-slow
+    smooth_s: float = 120.0  # time constant of the EWMA of a node's shifts before they are compared
     z_clip: float = 4.0  # per family, in spreads: no one family carries a node alone
     allowance: float = 1.0  # CUSUM k (spreads per 30 s): what healthy noise and slow drifts stay under
     alarm: float = 24.0  # CUSUM at which the score reaches the policy's 6
@@ -99,6 +100,7 @@ class FailSlowState:
     taught: FloatArray = field(default_factory=lambda: np.zeros((0, len(ROLES) + 1)))
     cusum: FloatArray = field(default_factory=lambda: np.zeros(0))
     last: FloatArray = field(default_factory=lambda: np.zeros((0, len(ROLES) + 2)))  # last judged shifts and z
+    smooth: FloatArray = field(default_factory=lambda: np.zeros((0, len(ROLES))))  # EWMA of the shifts
     since_move: int = 10**9
     levels: dict[str, FloatArray] = field(default_factory=dict)
     reasons: FloatArray = field(default_factory=lambda: np.zeros((2, 0, 0)))
@@ -210,6 +212,8 @@ class FailSlowDetector:
         floors = np.array([f for _, _, f in ROLES])
         usual, taught = grow(state.usual, n, 0.0), grow(state.taught, n, 0.0)
         cusum, last = grow(state.cusum, n, 0.0), grow(state.last, n, np.nan)
+        smooth = grow(state.smooth, n, np.nan)
+        beta = min(1.0, ctx.step / st.smooth_s)
         since = state.since_move
         trace = np.full((ctx.steps, n), np.nan)
         shifts = np.full((r + 2, n, ctx.steps), np.nan)
@@ -219,7 +223,13 @@ class FailSlowDetector:
             x = np.concatenate([off[:, :, t], temp[None, :, t]]).T  # (N, R + 1)
             x = np.where(ok[:, None], x, np.nan)
             d = np.where(taught >= learn_min, x - usual, np.nan)
-            dr = d[:, :r]
+            # Smoothed over a few minutes: a node's scrape phase against the training-step rhythm moves
+            # single steps a lot; the spread is then that of the smoothed shifts.
+            smooth = np.where(cand[:, None, t], smooth, np.nan)
+            smooth = np.where(
+                np.isnan(d[:, :r]), smooth, np.where(np.isnan(smooth), d[:, :r], smooth + beta * (d[:, :r] - smooth))
+            )
+            dr = np.where(np.isnan(d[:, :r]), np.nan, smooth)
             med = column_quantile(dr, 0.5)
             spread = np.fmax(1.4826 * column_quantile(np.abs(dr - med), 0.5), floors)
             z = np.clip((dr - med) / spread, -st.z_clip, st.z_clip)
@@ -239,6 +249,7 @@ class FailSlowDetector:
             trace[t] = cusum
             shifts[:, :, t] = last.T
         state.usual, state.taught, state.cusum, state.last, state.since_move = usual, taught, cusum, last, since
+        state.smooth = smooth
         return trace.T, shifts
 
     def _findings(self, ctx: Context, cusum: FloatArray, shifts: FloatArray, excess: FloatArray) -> list[Finding]:
