@@ -20,6 +20,7 @@ from peerwatch.detect.accumulation import AccumulationDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context
 from peerwatch.detect.counters import CounterDetector
+from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
@@ -139,6 +140,26 @@ def case_cluster(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
     return {names[0]: frame(names[0], "rate", rows, req), names[1]: frame(names[1], "rate", rows, rtt)}, names[1]
 
 
+def case_failslow(rng: np.random.Generator) -> tuple[dict[str, Frame], str]:
+    # A whole node 10% slower on every GPU: utilisation, power and its IB ports (a node's offset needs
+    # 20 minutes of its past before it is judged, and the shift some steps to add up).
+    rows = gpu_rows()
+    work = np.ones((len(rows), STEPS))
+    work[[i for i, r in enumerate(rows) if r["Hostname"] == FAULT_NODE], ONSET:] = 0.9
+    util = np.rint(97 * work + rng.normal(0, 1, work.shape))
+    power = (140 + 700 * work) * (1 + rng.normal(0, 0.03, (len(rows), 1))) + rng.normal(0, 8, work.shape)
+    ports = [
+        {"instance": f"gpu{n:02d}:9100", "device": f"mlx5_{p}", "port": "1"} for n in range(NODES) for p in range(4)
+    ]
+    ib = 18e9 * np.repeat(work[::8], 4, axis=0) * (1 + rng.normal(0, 0.04, (len(ports), STEPS)))
+    ib_name = "node_infiniband_port_data_received_bytes_total"
+    return {
+        "DCGM_FI_DEV_GPU_UTIL": frame("DCGM_FI_DEV_GPU_UTIL", "gauge", rows, util),
+        "DCGM_FI_DEV_POWER_USAGE": frame("DCGM_FI_DEV_POWER_USAGE", "gauge", rows, power),
+        ib_name: frame(ib_name, "rate", ports, ib),
+    }, "failslow"
+
+
 CASES: list[tuple[Callable[[], Detector], Callable[[np.random.Generator], tuple[dict[str, Frame], str]], str]] = [
     (PeerDetector, case_peer, FAULT_NODE),
     (TemporalDetector, case_temporal, FAULT_NODE),
@@ -147,6 +168,7 @@ CASES: list[tuple[Callable[[], Detector], Callable[[np.random.Generator], tuple[
     (StateDetector, case_state, FAULT_NODE),
     (PresenceDetector, case_presence, FAULT_NODE),
     (ClusterDetector, case_cluster, "cluster"),
+    (FailSlowDetector, case_failslow, FAULT_NODE),
 ]
 
 

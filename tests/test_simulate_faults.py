@@ -172,7 +172,7 @@ def test_faults_land_on_distinct_training_nodes_with_sane_times() -> None:
     for f in sim.faults:
         assert sim.grid.start <= f.onset_ts <= f.end_ts <= sim.grid.end
         assert (f.failure_ts is None) == (not KINDS[f.kind].hard)
-        assert set(f.expected) == set(KINDS[f.kind].expected)
+        assert set(f.expected) <= set(KINDS[f.kind].expected) and f.expected  # a variant names one of them
 
 
 def test_hard_failures_stall_the_job_and_swap_in_a_spare() -> None:

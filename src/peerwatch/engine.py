@@ -18,6 +18,7 @@ from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, Series, prepare
 from peerwatch.detect.counters import CounterDetector
+from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.groups import GroupState, groups_of, node_activity
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
@@ -55,6 +56,7 @@ def default_detectors() -> list[Detector]:
         TrainingShapeDetector(),
         TemporalDetector(),
         AccumulationDetector(),
+        FailSlowDetector(),
     ]
 
 

@@ -93,7 +93,12 @@ class Diagnoser:
             best = min(hinted, key=lambda f: (rank.get(f.hint or "", len(rank)), -f.score))
             diagnosis = best.hint or "unknown"
             cause = [f for f in findings if f.hint == diagnosis or self._votes(f).get(diagnosis)]
-            return self._result(diagnosis, findings, cause, preferred=best.component)
+            # A hint on the node as a whole (fail-slow) or on half its GPUs or more (throttling on all
+            # of them) is the node's.
+            alike = [f for f in hinted if f.hint == diagnosis]
+            gpus = {f.component for f in alike if f.component.startswith("gpu/")}
+            whole = len(gpus) >= 4 or any(f.component == "node" for f in alike)
+            return self._result(diagnosis, findings, cause, preferred="node" if whole else best.component)
         hardware = [f for f in findings if f.detector in _HARDWARE_DETECTORS and f.component.startswith(HARDWARE)]
         totals = self._totals(hardware)
         soft = self._totals(findings)

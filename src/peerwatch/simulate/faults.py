@@ -376,7 +376,25 @@ KINDS: dict[str, FaultKind] = {
             ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",),  # the HBM's 1-4 C is too slow to show for sure
             "correctable remapped rows grow 1-6 an hour for hours, HBM 1-4 C warmer; no failure yet",
         ),
+        _K(
+            "fail_slow",
+            ("performance_degradation", "thermal_throttle", "power_throttle"),  # a label names its variant's
+            "node",
+            False,
+            False,
+            (0, 0),
+            (1 * HOUR, 3 * HOUR),
+            0.0,
+            (),
+            (),  # each series stays among its peers: only the node's pooled offset shows (test_failslow.py)
+            "every GPU of the node 4-12% slower for 1-3 h (utilisation, SM activity, power), its IB traffic "
+            "likewise; plain, thermally throttled (clocks down, thermal bits, hotter) or power-capped",
+        ),
     )
+}
+# Kinds with variants: the variant (drawn from the seed unless requested) decides the expected diagnosis.
+VARIANTS: dict[str, dict[str, str]] = {
+    "fail_slow": {"plain": "performance_degradation", "thermal": "thermal_throttle", "power": "power_throttle"},
 }
 
 
@@ -388,10 +406,13 @@ class FaultRequest:
     node: str | None = None
     gpu: int | None = None
     at: float | None = None  # failure (hard) or onset (degradation) as a fraction of the run
+    variant: str | None = None  # for kinds in VARIANTS
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(KINDS)}")
+        if self.variant is not None and self.variant not in VARIANTS.get(self.kind, {}):
+            raise ValueError(f"fault kind {self.kind!r} has no variant {self.variant!r}")
         if self.at is not None and not 0.0 < self.at < 1.0:
             raise ValueError(f"fault time 'at' is a fraction of the run in (0, 1), got {self.at}")
 
@@ -473,6 +494,11 @@ def plan_faults(requests: Sequence[FaultRequest], grid: Grid, layout: Layout, se
             "cluster_nfs": f"nfs/{NFS_MOUNTS[mount][2]}",
         }[kind.component]
         xid = int(rng.choice(kind.xids)) if kind.xids else None
+        expected = kind.expected
+        if kind.name in VARIANTS:  # its own generator: the draws of other faults stay as they were
+            names = list(VARIANTS[kind.name])
+            variant = req.variant or names[int(np.random.default_rng([seed, 7, len(faults)]).integers(len(names)))]
+            expected = (VARIANTS[kind.name][variant],)
         name = layout.names[node] if node >= 0 else "cluster"
         faults.append(
             Fault(
@@ -482,7 +508,7 @@ def plan_faults(requests: Sequence[FaultRequest], grid: Grid, layout: Layout, se
                 round(onset, 3),
                 None if failure is None else round(failure, 3),
                 round(end, 3),
-                kind.expected,
+                expected,
                 node,
                 gpu,
                 port,

@@ -203,3 +203,55 @@ def scheduler_agent(sig: Signals, f: Fault, c: Ctx) -> Effect:
     e["agent_rss"][n] += rise * 2e9
     e["agent_stat_s"][n] *= 1.0 + 60.0 * rise
     return e.effect()
+
+
+FAIL_SLOW_SHARE = (0.04, 0.12)  # of the work each GPU does while computing
+THERMAL_SLOWDOWN = (0x20, 0x40)  # SW or HW thermal slowdown
+POWER_BRAKE = (0x80, 0x84)  # HW power brake, alone or with the SW power cap
+
+
+def fail_slow_share(rng: np.random.Generator) -> float:
+    """The fault's size: the first draw of its generator (tests read it back the same way)."""
+    return float(rng.uniform(*FAIL_SLOW_SHARE))
+
+
+def fail_slow(sig: Signals, f: Fault, c: Ctx) -> Effect:
+    """Every GPU of the node does a few per cent less work for hours (utilisation, SM and tensor activity,
+    power), its IB ports carry less by a similar share, no error counter moves. The variant (its
+    expected diagnosis) adds the cause: clocks down with thermal bits and a hotter node, or with
+    power-brake bits; plain has neither."""
+    e, n = Edit(sig), f.node_index
+    share = fail_slow_share(c.rng)
+    on = c.window(f.onset_ts, f.end_ts)
+    rise = c.ramp(f.onset_ts, f.onset_ts + float(c.rng.uniform(60.0, 900.0))) * on  # abrupt, or over minutes
+    gpus, steps = e["util"].shape[1], c.grid.steps
+    busy = e["util"][n] > 50.0  # computing; checkpoints and restarts look as they did
+    cut = np.where(busy, share * c.rng.uniform(0.8, 1.2, (gpus, 1)) * rise, 0.0)  # same sign, not the same size
+    e["util"][n] = np.clip(np.rint(e["util"][n] * (1.0 - cut)), 0, 100)
+    for name in ("sm_active", "tensor_active", "dram_active", "nvlink_bw"):
+        e[name][n] *= 1.0 - cut
+    idle = c.layout.spec.hardware.gpu_idle_w
+    e["power"][n] = idle + (e["power"][n] - idle) * (1.0 - cut)
+    ib = share * float(c.rng.uniform(0.7, 1.1)) * rise
+    e["ib_rx"][n] *= 1.0 - ib
+    e["ib_tx"][n] *= 1.0 - ib
+    cause = f.expected[0]
+    if cause not in ("thermal_throttle", "power_throttle"):
+        return e.effect()
+    clock = e["sm_clock"][n]
+    e["sm_clock"][n] = np.where(busy, np.rint(clock * (1.0 - cut * c.rng.uniform(0.6, 1.0)) / 15.0) * 15.0, clock)
+    often = c.rng.uniform(0.1, 0.6)
+    # Each GPU crosses its slowdown temperature on its own; a power brake is the node's, on all at once.
+    draws = c.rng.random((gpus, steps) if cause == "thermal_throttle" else steps)
+    reasons = busy & (rise > 0) & (draws < often)
+    viol = c.grid.step * 1e9 * c.rng.uniform(0.1, 0.5, (gpus, steps))
+    if cause == "thermal_throttle":
+        heat = np.rint(rise * c.rng.uniform(4.0, 10.0))
+        e["temp"][n] += heat
+        e["mem_temp"][n] += np.rint(0.6 * heat)
+        e["throttle"][n] = np.where(reasons, float(c.rng.choice(THERMAL_SLOWDOWN)), e["throttle"][n])
+        e["thermal_viol"][n] += np.where(reasons, viol, 0.0)
+    else:
+        e["throttle"][n] = np.where(reasons, float(c.rng.choice(POWER_BRAKE)), e["throttle"][n])
+        e["power_viol"][n] += np.where(reasons, viol, 0.0)
+    return e.effect()

@@ -37,6 +37,7 @@ TRANSFORMS: dict[str, Transform] = {
     "scheduler_agent": host_faults.scheduler_agent,
     "ib_port_down": host_faults.ib_port_down,
     "ib_link_marginal": host_faults.ib_link_marginal,
+    "fail_slow": host_faults.fail_slow,
 }
 if set(TRANSFORMS) != set(KINDS):  # the table and the transforms must name the same kinds
     raise RuntimeError(f"fault kinds without transform or row: {sorted(set(TRANSFORMS) ^ set(KINDS))}")

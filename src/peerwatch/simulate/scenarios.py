@@ -10,8 +10,8 @@
 The variant set (``--variants``) is each fault kind once more, on clusters unlike the reference:
 other sizes (so other numbers of spares), scrape intervals of 15, 30 and 60 s, all or none of the
 nodes on the older dcgm-exporter, fault times drawn from the seed, job and agent restarts and a
-remount in every run, and two healthy runs. A check on what the public set does not vary; a new
-``--seed`` gives a set no threshold was chosen on.
+remount in every run, two healthy runs, and fail-slow three times more on other clusters. A check
+on what the public set does not vary; a new ``--seed`` gives a set no threshold was chosen on.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from peerwatch.simulate.scenario import Scenario
 EVERY_BENIGN = Benign(restarts=1, agent_restarts=2, remounts=1, storage_slowdowns_per_hour=0.25)
 SINGLE_HOURS = {"ecc_hbm": 6.0}
 # Kinds added after the public set was fixed: in the variant set only.
-VARIANT_ONLY = frozenset({"ecc_slow_remap", "ib_port_down", "ib_link_marginal"})
+VARIANT_ONLY = frozenset({"ecc_slow_remap", "ib_port_down", "ib_link_marginal", "fail_slow"})
 VARIANT_HOURS = {"ecc_slow_remap": 5.0}  # a growth of a few an hour needs room after its onset
 
 
@@ -135,6 +135,15 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
         hours = VARIANT_HOURS.get(kind, 3.0)
         out.append(Scenario(f"v_{kind}", spec, hours, seed + i, faults, benign, description=KINDS[kind].note))
     healthy = Benign(restarts=2, agent_restarts=2, remounts=2, stalls=2, restart_exporters=0.5, pcie_glitches=1)
+    # Fail-slow again on other sizes, scrape intervals and exporter mixes: its size, length and variant
+    # are drawn from each seed (appended last, so the runs above keep their seeds).
+    more = [(ClusterSpec(nodes=16, spares=1, scrape_interval=60.0, old_exporter_fraction=1.0), 3.0)]
+    more += [(ClusterSpec(nodes=64, spares=3, scrape_interval=15.0, old_exporter_fraction=0.0), 2.5)]
+    more += [(ClusterSpec(nodes=24, spares=2, scrape_interval=30.0, old_exporter_fraction=0.5), 4.0)]
+    extra = [
+        Scenario(f"v_fail_slow_{j + 2}", spec, hours, seed + 103 + j, (FaultRequest("fail_slow"),), VARIANT_BENIGN)
+        for j, (spec, hours) in enumerate(more)
+    ]
     out += [
         Scenario(
             "v_healthy_60s",
@@ -153,7 +162,7 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
             description="24 nodes scraped every 15 s, every dcgm-exporter new, no fault",
         ),
     ]
-    return tuple(out)
+    return tuple(out + extra)
 
 
 def write_scenarios(
