@@ -106,7 +106,7 @@ def scenario_set(seed: int = 7) -> tuple[Scenario, ...]:
 VARIANT_SIZES = (16, 32, 96)
 VARIANT_SCRAPES = (15.0, 30.0, 60.0)
 VARIANT_OLD_EXPORTER = (0.0, 1.0, 0.3)
-VARIANT_BENIGN = Benign(restarts=1, agent_restarts=1, remounts=1)
+VARIANT_BENIGN = Benign(restarts=1, agent_restarts=1, remounts=1, noisy_drops=True, rare_nfs_ops=True)
 
 
 def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
@@ -122,7 +122,7 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
         )
         faults = (FaultRequest(kind),)
         out.append(Scenario(f"v_{kind}", spec, 3.0, seed + i, faults, VARIANT_BENIGN, description=KINDS[kind].note))
-    healthy = Benign(restarts=2, agent_restarts=2, remounts=2)
+    healthy = Benign(restarts=2, agent_restarts=2, remounts=2, noisy_drops=True, rare_nfs_ops=True)
     out += [
         Scenario(
             "v_healthy_60s",
