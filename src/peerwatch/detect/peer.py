@@ -222,7 +222,10 @@ def learnt_offset(
         off, lim = offset[rows], limit[rows]
         for _ in range(settings.offset_rounds):
             off = (np.clip(means, off - lim, off + lim) * counts).sum(axis=0) / np.maximum(count[rows], 1.0)
-        offset[rows] = np.where(known[rows], off, 0.0)
+        # Refined only at the steps that need it: which other steps of the row do must not matter
+        # (a chunk holding one such step would refine them all, and streaming would differ).
+        far = np.abs(offset[rows]) >= 0.5 * limit[rows]
+        offset[rows] = np.where(known[rows] & far, off, offset[rows])
     return offset, known
 
 
