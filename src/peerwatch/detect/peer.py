@@ -269,6 +269,7 @@ class _SeriesState:
     usual: Usual = field(default_factory=dict)
     usual_after: Usual = field(default_factory=dict)
     smallest: FloatArray = field(default_factory=lambda: np.zeros(0))  # per peer key: least increase so far
+    seen_last: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a sample last step
 
 
 @dataclass
@@ -363,18 +364,22 @@ class PeerDetector:
 
     def _quantum(self, ctx: Context, s: Series, past: _SeriesState) -> FloatArray | None:
         """For a rate read off a counter, one event's size per second at each cell (NaN: unknown yet):
-        1/step for counters of events, else the least positive rate the peer key has shown so far."""
+        1/step for counters of events, else the least positive rate the peer key has shown so far at a
+        step that followed a sample (after a missed scrape a rate spreads one event over two steps)."""
         if s.frame.kind != "rate":
             return None
         if counts_events(s):
             return np.full(s.values.shape, 1.0 / ctx.step)
         keys = int(s.peer_key.max(initial=-1)) + 1
         smallest = grow(past.smallest, keys, np.inf).copy()
+        seen = ~np.isnan(s.values)
+        after = np.concatenate([grow(past.seen_last, seen.shape[0], False)[:, None], seen[:, :-1]], axis=1)
+        past.seen_last = seen[:, -1].copy()
+        clean = np.where(after & (np.nan_to_num(s.values) > 0), s.values, np.inf)
         out = np.full(s.values.shape, np.nan)
         for key in np.unique(s.peer_key[s.peer_key >= 0]):
             members = s.peer_key == key
-            with np.errstate(invalid="ignore"):
-                least = np.where(s.values[members] > 0, s.values[members], np.inf).min(axis=0)
+            least = clean[members].min(axis=0)
             running = np.minimum.accumulate(np.r_[smallest[key], least])[1:]
             smallest[key] = running[-1]
             out[members] = np.where(np.isfinite(running), running, np.nan)
