@@ -8,8 +8,8 @@ a counter is a count of events per step (or a sum of their sizes: bytes, seconds
 least the Poisson noise of that count, sqrt(max(expected count, 1)) events per step, so a node doing
 one or two more rare NFS LOOKUPs a step than its peers is not a deviation, nor are their bytes and
 round-trip seconds. An event's size is 1 for counters of events, and for counters of sizes the
-smallest increase the peers have shown so far. A fixed offset of one entity (a GPU that always runs
-5 C hotter) is learnt from its own past and taken out.
+smallest increase the peers have shown so far (at steps that followed a sample). A fixed offset
+of one entity (a GPU that always runs 5 C hotter) is learnt from its own past and taken out.
 """
 
 from __future__ import annotations
