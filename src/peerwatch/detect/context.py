@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from peerwatch.catalog.load import Catalog
-from peerwatch.catalog.schema import Family, Unit
+from peerwatch.catalog.schema import Category, Family, Unit
 from peerwatch.frames import Frame
 from peerwatch.model import BoolArray, FloatArray, SeriesKey
 
@@ -32,11 +32,20 @@ IDENTITY_LABELS = frozenset(
         "le", "quantile",
     }
 )  # fmt: skip
-# Interfaces named per container or per job: compared as one type, never by their own name.
+# Virtual interfaces (per container or job, bridges, overlays, tunnels): no NIC hardware behind
+# them, named per container or per job, so compared as one type and never by their own name.
 _INTERFACE_TYPES = (
-    (re.compile(r"^(veth|cali|docker|br-|vxlan|flannel|cni|tap|virbr)"), "container"),
+    (
+        re.compile(
+            r"^(veth|cali|lxc|cilium|docker|br-|br\d|bridge|virbr|vnet|vxlan|geneve|genev_sys|flannel|cni|weave"
+            r"|kube-|nodelocaldns|tap|tun|gre|erspan|ipip|ip6tnl|ip_vti|sit|wg|ovs-|dummy|nlmon|ifb)"
+        ),
+        "container",
+    ),
     (re.compile(r"^lo$"), "loopback"),
 )
+VIRTUAL = frozenset({"container", "loopback"})  # interface types with no hardware behind them
+_COUNTERS = frozenset({Category.error_counter, Category.discard})
 
 
 # Units whose entities are only comparable to the same entity elsewhere: an IB port with the same
@@ -173,7 +182,9 @@ def _prepare_frame(frame: Frame, catalog: Catalog, index: Mapping[str, int]) -> 
         variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
         if family.unit is Unit.network_device:
             kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")
-            if kind == "loopback":  # no hardware behind it: its drops say nothing about the node
+            # No hardware behind it: its errors and drops (frames of protocols nobody listens to,
+            # a container's start and stop) say nothing about the node's NICs.
+            if kind == "loopback" or (kind in VIRTUAL and family.category in _COUNTERS):
                 keys.append(-1)
                 continue
             variant = (*variant, ("iftype", kind))

@@ -1,9 +1,20 @@
-"""Error counters: any increase is a signal, and repeated increases are a stronger one.
+"""Error counters: an increase is judged by how unlikely its count is, given the usual rate.
 
-A single isolated increment (one PCIe replay, one link recovery) is common and mostly harmless,
-so it scores below what opens an alarm on its own; increments on several recent steps, or many
-at once, score higher. When a large share of peers increase at the same step the move is shared
-(a fabric-wide event), and the score is damped.
+Over the last ``history`` steps each entity's count of increases is tested against a Poisson
+distribution whose mean is 1.5 times the larger of two base rates: its peers' (counters that tick on healthy
+peers too, such as drops of frames nobody listens to) and its own before the window (a NIC that has
+dropped a packet every few minutes for hours is not failing now; a change of its rate is). Counters
+that move in bursts (a multicast storm drops dozens of frames in one scrape) are over-dispersed: the
+count and the mean are divided by the variance-to-mean ratio seen on the peers and the entity's own
+past (a quasi-Poisson test), so one burst counts about as one event. The score is proportional to
+-log10 of the tail probability: one tick on a counter that ticks now and then scores nothing; on a
+counter silent everywhere, one tick scores 2.8 (below what opens an alarm on its own: an isolated
+PCIe replay or link recovery is harmless), two 6.2 (the policy's ``counter_open``), and a burst or a
+steady rise far beyond the base rate more. When a large share of peers increase at the same step
+the move is shared (a fabric-wide event), and the score is damped.
+
+Drops (discards) are not hardware trouble on their own, and a drop finding never opens an alarm by
+itself: its score is halved and capped below what opens one; with errors or link changes it adds up.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import numpy as np
 from peerwatch.catalog.schema import Category
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.findings import emit
+from peerwatch.detect.poisson import poisson_surprise
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.frames import previous_values
 from peerwatch.model import BoolArray, Finding, FloatArray
@@ -22,20 +34,29 @@ from peerwatch.model import BoolArray, Finding, FloatArray
 
 @dataclass(frozen=True)
 class CounterSettings:
-    history: int = 20  # steps over which repeated increases add up; also the warm-up (no base rate yet)
+    history: int = 20  # steps over which increases are counted; also the warm-up (no base rate yet)
+    # Expected increases per window on a counter silent on its peers and its own past so far: no
+    # record can vouch for a rarer one (about one window in 25). One tick is then p = 0.04, two 0.0008.
+    floor: float = 0.04
+    per_decade: float = 2.0  # score per factor of ten in improbability: one tick 2.8, two 6.2
+    # The count is judged against this many times the base rate: rates drift with load over a day and
+    # are estimated from a finite past; what matters is a rate well beyond the usual one.
+    margin: float = 1.5
     shared: float = 0.2  # share of peers increasing together beyond which the move is shared
     report: float = 2.5
-    discard_weight: float = 0.5  # drops score half: 2 in a burst 3.2, 8 reach the 6 that opens an alarm
+    discard_weight: float = 0.5
+    discard_cap: float = 4.0  # drops alone never open: rx and tx together fuse to 5, below open_score 6
+    min_peers: int = 4  # fewer rows of one peer key: no peer base rate
 
 
 @dataclass
 class CounterPast:
-    """One counter frame's past: each row's increases over the last ``history`` steps, how many it had
-    before those, and each peer group's running sum of its share of increasing rows (by peer key)."""
+    """One counter frame's past: each row's increments over the last ``history`` steps (NaN unknown),
+    its sums before those (count, squared count, steps seen), and each peer key's sums so far."""
 
-    tail: BoolArray  # (rows, min(history, steps so far))
-    before: IntArray  # (rows,)
-    share_sum: FloatArray  # (peer keys,)
+    tail: FloatArray  # (rows, min(history, steps so far))
+    before: FloatArray  # (rows, 3)
+    peers: FloatArray  # (peer keys, 3)
 
 
 @dataclass
@@ -69,6 +90,14 @@ def increments(s: Series, step: float, last: FloatArray | None = None) -> tuple[
     return np.where(valid & ~np.isnan(prev), np.fmax(v - prev, 0.0), np.nan), last
 
 
+def window_sum(csum: FloatArray, history: int) -> FloatArray:
+    """From running sums along rows, the sum over the last ``history`` steps (this one included)."""
+    lagged = np.zeros_like(csum)
+    lagged[:, history:] = csum[:, :-history]
+    out: FloatArray = csum - lagged
+    return out
+
+
 def window_count(csum: IntArray, history: int) -> IntArray:
     """From running counts along rows, how many of the last ``history`` steps (this one included) counted."""
     lagged = np.zeros_like(csum)
@@ -89,62 +118,77 @@ def carried_recent_count(tail: BoolArray | None, flag: BoolArray, history: int) 
 
 
 def recurrence_score(recent: IntArray) -> FloatArray:
-    """2.5 for one event in the window, 6 for two, 9.5 for four: repeats matter more than one."""
+    """2.5 for one event in the window, 6 for two, 9.5 for four: repeats matter more than one (states.py)."""
     score: FloatArray = np.where(recent > 0, 2.5 + 3.5 * np.log2(np.maximum(recent, 1)), 0.0)
     return score
 
 
+def dispersion(s1: FloatArray, s2: FloatArray, n: FloatArray) -> FloatArray:
+    """Variance-to-mean ratio of per-step counts from their sums (at least 1: Poisson or burstier)."""
+    with np.errstate(all="ignore"):
+        mean = s1 / n
+        ratio = (s2 / n - mean * mean) / mean
+    out: FloatArray = np.fmax(np.where((n > 0) & (s1 > 0), ratio, 1.0), 1.0)
+    return out
+
+
 def counter_scores(
     inc: FloatArray, peer_key: IntArray, settings: CounterSettings, past: CounterPast | None = None, start: int = 0
-) -> tuple[FloatArray, CounterPast]:
-    """Score of each cell while increases are recent: 2.5 for one isolated increment, more for repeats;
-    and the past to carry. ``inc`` is a chunk beginning at step ``start`` of the run.
+) -> tuple[FloatArray, FloatArray, CounterPast]:
+    """Score of each cell while its window's count is unlikely under the base rate, and that base rate
+    (increase per step); and the past to carry. ``inc`` is a chunk beginning at step ``start`` of the run.
 
-    The score holds between increments, so a counter that ticks every few minutes is one ongoing
-    finding, not a series of one-step blips that no continuity rule would ever join.
+    The score holds while the increases are in the window, so a counter that ticks every few minutes
+    is one ongoing finding, not a series of one-step blips that no continuity rule would ever join.
     """
     h = settings.history
     rows, n = inc.shape
     t = start + np.arange(n)  # steps of the run
-    if past is None:  # a frame new to the run: no increase before
-        past = CounterPast(np.zeros((rows, min(h, start)), dtype=bool), np.zeros(rows, np.int64), np.zeros(0))
-    up = np.nan_to_num(inc, nan=0.0) > 0
-    u = with_tail(past.tail, up, False)  # the tail holds the last min(h, start) steps
-    k = u.shape[1] - n
-    csum = np.cumsum(u, axis=1, dtype=np.int64)
-    recent = window_count(csum, h)[:, k:]
-    # Counters that tick now and then on healthy peers too (NIC drops, TCP retransmits): only
-    # increases beyond what a typical peer shows in the window count. The base rate is causal.
-    usual = np.zeros(inc.shape)
-    shared = np.zeros(inc.shape)
-    share_sum = grow(past.share_sum, int(peer_key.max(initial=-1)) + 1, 0.0).copy()
-    for key in np.unique(peer_key[peer_key >= 0]):
-        members = peer_key == key
-        if members.sum() >= 4:
-            share = up[members].mean(axis=0)
-            shared[members] = share
-            running = np.cumsum(np.concatenate([share_sum[key : key + 1], share]))[1:]  # same sums as one scan
-            share_sum[key] = running[-1]
-            usual[members] = running / (t + 1)
-    # ... nor beyond the entity's own habit: a NIC that has dropped a packet every few minutes for
-    # hours is not failing now; a change of its rate is what counts. Its past before the window.
-    own = np.zeros(inc.shape)
-    before = grow(past.before, rows, 0)
+    keys = int(peer_key.max(initial=-1)) + 1
+    if past is None:  # a frame new to the run: nothing before
+        past = CounterPast(np.full((rows, min(h, start)), np.nan), np.zeros((rows, 3)), np.zeros((keys, 3)))
+    x = with_tail(past.tail, inc, np.nan)  # the tail holds the last min(h, start) steps
+    k = x.shape[1] - n
+    seen = ~np.isnan(x)
+    c = np.where(seen, x, 0.0)
+    sums = [np.cumsum(a, axis=1) for a in (c, c * c, seen.astype(np.float64))]  # count, squared, steps
+    count = window_sum(sums[0], h)[:, k:]
+    steps_seen = window_sum(sums[2], h)[:, k:]
+    # The entity's own habit, before the window.
+    before = grow(past.before, rows, 0.0)
+    own = np.zeros((3, rows, n))
     late = np.flatnonzero(t >= h)
     if late.size:
-        own[:, late] = (before[:, None] + csum[:, k + late - h]) / (t[late] - h + 1)
-    expected = np.ceil(2.0 * settings.history * np.fmax(usual, own)).astype(np.int64)
-    excess = np.maximum(recent - expected, 0)
-    size = np.minimum(3.0, np.log10(1 + np.nan_to_num(inc, nan=0.0)))
-    score = recurrence_score(excess) + np.where(up & (excess > 0), size, 0.0)
+        for i in range(3):
+            own[i][:, late] = before[:, i : i + 1] + sums[i][:, k + late - h]
+    # The peers' base rate so far (this step included: causal), per peer key.
+    peer = np.zeros((3, rows, n))
+    shared = np.zeros((rows, n))
+    totals = grow(past.peers, keys, 0.0).copy()
+    up = c[:, k:] > 0
+    for key in np.unique(peer_key[peer_key >= 0]):
+        members = peer_key == key
+        if members.sum() < settings.min_peers:
+            continue
+        shared[members] = up[members].mean(axis=0)
+        for i, a in enumerate((c[:, k:], c[:, k:] ** 2, seen[:, k:])):
+            running = totals[key, i] + np.cumsum(a[members].sum(axis=0))
+            # The others: an entity's own increases do not raise its peers' base rate.
+            peer[i][members] = running - (before[members, i : i + 1] + sums[i][members, k:])
+            totals[key, i] = running[-1]
+    with np.errstate(all="ignore"):
+        rate = np.fmax(np.where(own[2] > 0, own[0] / own[2], 0.0), np.where(peer[2] > 0, peer[0] / peer[2], 0.0))
+    disp = np.fmax(dispersion(*own), dispersion(*peer))
+    mean = np.fmax(settings.margin * rate * steps_seen, settings.floor)
+    score = settings.per_decade * poisson_surprise(count / disp, mean / disp)
     damp: FloatArray = 1.0 + 10.0 * np.fmax(shared - settings.shared, 0.0)
-    out: FloatArray = np.where(peer_key[:, None] >= 0, score / damp, 0.0)  # -1: not watched (loopback)
+    out: FloatArray = np.where(peer_key[:, None] >= 0, score / damp, 0.0)  # -1: not watched (virtual)
     out[:, t < h] = 0.0  # no base rate known yet at the start of the run
-    tail = keep_tail(u, h)
-    dropped = u.shape[1] - tail.shape[1]
+    tail = keep_tail(x, h)
+    dropped = x.shape[1] - tail.shape[1]
     if dropped:
-        before = before + csum[:, dropped - 1]
-    return out, CounterPast(tail, before, share_sum)
+        before = before + np.stack([s[:, dropped - 1] for s in sums], axis=1)
+    return out, rate, CounterPast(tail, before, totals)
 
 
 class CounterDetector:
@@ -159,6 +203,7 @@ class CounterDetector:
         return self.scan(ctx, None)[0]
 
     def scan(self, ctx: Context, state: CounterState | None) -> tuple[list[Finding], CounterState]:
+        st = self.settings
         state = state or CounterState()
         new = CounterState(state.steps + ctx.steps, dict(state.frames), dict(state.last))
         out: list[Finding] = []
@@ -169,11 +214,9 @@ class CounterDetector:
             inc, last = increments(s, ctx.step, state.last.get(name))
             if last is not None:
                 new.last[name] = last
-            score, new.frames[name] = counter_scores(
-                inc, s.peer_key, self.settings, state.frames.get(name), state.steps
-            )
+            score, rate, new.frames[name] = counter_scores(inc, s.peer_key, st, state.frames.get(name), state.steps)
             if s.family.category is Category.discard:
-                score *= self.settings.discard_weight
-            what = "per second: the counter keeps increasing"
-            out.extend(emit(ctx, s, score, None, None, self.settings.report, self.name, what))
+                score = np.fmin(score * st.discard_weight, st.discard_cap)
+            what = "per second, beyond a base rate of"
+            out.extend(emit(ctx, s, score, rate / ctx.step, None, st.report, self.name, what))
         return out, new

@@ -3,12 +3,18 @@
 Robust z = (value - peer median) / robust scale, within the series' peer key and its node's
 workload group. The scale has floors so that a metric on which every peer agrees exactly does
 not turn a rounding difference into an alarm: a few per cent of the median and of the metric's
-largest typical magnitude so far, and half its usual spread so far (all causal). A fixed offset
+largest typical magnitude so far, and half its usual spread so far (all causal). A rate read off
+a counter is a count of events per step (or a sum of their sizes: bytes, seconds): its scale is at
+least the Poisson noise of that count, sqrt(max(expected count, 1)) events per step, so a node doing
+one or two more rare NFS LOOKUPs a step than its peers is not a deviation, nor are their bytes and
+round-trip seconds. An event's size is 1 for counters of events, and for counters of sizes the
+smallest increase the peers have shown so far (at steps that followed a sample). A fixed offset
 of one entity (a GPU that always runs 5 C hotter) is learnt from its own past and taken out.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +60,15 @@ REL_FLOOR = {
 }
 
 
+# Counters of sizes (bytes, seconds, energy), not of events: their increments are no counts.
+SIZED = re.compile(r"bytes|octets|seconds|joules|_data_")
+
+
+def counts_events(s: Series) -> bool:
+    """Whether the series is a rate read off a counter of events, whose per-step increase is a count."""
+    return s.frame.kind == "rate" and not SIZED.search(s.frame.name)
+
+
 @dataclass(frozen=True)
 class PeerSettings:
     min_peers: int = 4  # fewer series present at a step: no comparison
@@ -69,6 +84,7 @@ class PeerSettings:
     warmup: int = 30  # first steps of a run, before usual offsets are known: no findings
     settle: int = 10  # steps after a node changes workload group before it is compared again
     sustain: int = 3  # a deviation counts at the median of the last this many steps
+    count_floor: float = 1.0  # least expected count per step in the Poisson floor: one event is the resolution
 
 
 Usual = dict[tuple[int, int], tuple[float, float, float]]  # (peer key, group) -> (largest level, MAD sum, MAD count)
@@ -82,8 +98,14 @@ def peer_z(
     rel_floor: float | None = None,
     usual: Usual | None = None,
     scales: FloatArray | None = None,
+    quantum: FloatArray | None = None,
+    counted: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Robust z, peer median and robust scale of every cell, NaN where the cell has too few peers.
+
+    ``quantum`` (rows x steps): for a rate read off a counter, one event's share of it (its floor is the
+    count's Poisson noise), NaN where unknown; ``counted`` (rows x steps), each cell's own expected rate
+    (its raw value), whose Poisson noise is also a floor of its own z (a busier node counts noisier).
 
     ``usual`` carries each peer group's typical level and spread from earlier chunks and is updated;
     ``scales`` (peer keys x GROUPS x steps, NaN-filled), if given, receives each peer group's scale."""
@@ -109,10 +131,17 @@ def peer_z(
             usual[(int(key), int(group))] = (float(usual_level[-1]), mad_sum, mad_n)
             rel = settings.rel_floor if rel_floor is None else rel_floor
             scale = np.fmax.reduce([mad, rel * np.abs(med), rel * usual_level, 0.5 * usual_mad])
+            if quantum is not None:  # Poisson: a count's sd is sqrt(its mean), here in events of size q
+                q = quantum[rows[0]]
+                scale = np.fmax(scale, np.sqrt(np.fmax(np.abs(med) * q, settings.count_floor * q * q)))
             scale = np.where(scale > 0, scale, np.nan)
             ok = (n >= settings.min_peers) & ~np.isnan(scale)
             cell = (g == group) & ok
             zz = (v - med) / scale
+            if quantum is not None and counted is not None:
+                q = quantum[rows]
+                own = np.sqrt(np.fmax(np.abs(counted[rows]) * q, settings.count_floor * q * q))
+                zz = (v - med) / np.fmax(scale, own)
             z[rows] = np.where(cell, zz, z[rows])
             med_out[rows] = np.where(cell, med, med_out[rows])
             scale_out[rows] = np.where(cell, scale, scale_out[rows])
@@ -193,7 +222,10 @@ def learnt_offset(
         off, lim = offset[rows], limit[rows]
         for _ in range(settings.offset_rounds):
             off = (np.clip(means, off - lim, off + lim) * counts).sum(axis=0) / np.maximum(count[rows], 1.0)
-        offset[rows] = np.where(known[rows], off, 0.0)
+        # Refined only at the steps that need it: which other steps of the row do must not matter
+        # (a chunk holding one such step would refine them all, and streaming would differ).
+        far = np.abs(offset[rows]) >= 0.5 * limit[rows]
+        offset[rows] = np.where(known[rows] & far, off, offset[rows])
     return offset, known
 
 
@@ -236,6 +268,8 @@ class _SeriesState:
     score: FloatArray
     usual: Usual = field(default_factory=dict)
     usual_after: Usual = field(default_factory=dict)
+    smallest: FloatArray = field(default_factory=lambda: np.zeros(0))  # per peer key: least increase so far
+    seen_last: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per row: a sample last step
 
 
 @dataclass
@@ -300,7 +334,8 @@ class PeerDetector:
         groups = groups_all[:, groups_all.shape[1] - ctx.steps :]
         rel = REL_FLOOR.get(s.family.category)
         scales = np.full((keys, GROUPS, ctx.steps), np.nan)
-        _, med, _ = peer_z(s.values, s.peer_key, groups, st, rel, past.usual, scales)
+        quantum = self._quantum(ctx, s, past)
+        _, med, _ = peer_z(s.values, s.peer_key, groups, st, rel, past.usual, scales, quantum)
         # Take each series' learnt offset out of its values, then compare again: a GPU that always
         # runs 5 C hotter neither stands out nor widens its peers' spread.
         dev_all = with_tail(past.dev, (s.values - med).astype(np.float32), np.nan)
@@ -317,7 +352,7 @@ class PeerDetector:
         look_back = st.offset_window + st.offset_delay - 1
         past.dev = keep_tail(dev_all, look_back)
         past.scales = scales_all[:, :, max(0, steps_all - look_back) :].copy()
-        z, med, _ = peer_z(s.values - offset, s.peer_key, groups, st, rel, past.usual_after)
+        z, med, _ = peer_z(s.values - offset, s.peer_key, groups, st, rel, past.usual_after, None, quantum, s.values)
         raw = with_tail(past.score, directional(z, s.family.bad), 0.0)
         past.score = keep_tail(raw, st.sustain - 1)
         score = sustained(raw, st.sustain)[:, raw.shape[1] - ctx.steps :]
@@ -326,3 +361,27 @@ class PeerDetector:
         # it is judged once its own usual offset is known.
         score[~known] = 0.0
         return emit(ctx, s, score, med, z, st.report, self.name, "vs peers")
+
+    def _quantum(self, ctx: Context, s: Series, past: _SeriesState) -> FloatArray | None:
+        """For a rate read off a counter, one event's size per second at each cell (NaN: unknown yet):
+        1/step for counters of events, else the least positive rate the peer key has shown so far at a
+        step that followed a sample (after a missed scrape a rate spreads one event over two steps)."""
+        if s.frame.kind != "rate":
+            return None
+        if counts_events(s):
+            return np.full(s.values.shape, 1.0 / ctx.step)
+        keys = int(s.peer_key.max(initial=-1)) + 1
+        smallest = grow(past.smallest, keys, np.inf).copy()
+        seen = ~np.isnan(s.values)
+        after = np.concatenate([grow(past.seen_last, seen.shape[0], False)[:, None], seen[:, :-1]], axis=1)
+        past.seen_last = seen[:, -1].copy()
+        clean = np.where(after & (np.nan_to_num(s.values) > 0), s.values, np.inf)
+        out = np.full(s.values.shape, np.nan)
+        for key in np.unique(s.peer_key[s.peer_key >= 0]):
+            members = s.peer_key == key
+            least = clean[members].min(axis=0)
+            running = np.minimum.accumulate(np.r_[smallest[key], least])[1:]
+            smallest[key] = running[-1]
+            out[members] = np.where(np.isfinite(running), running, np.nan)
+        past.smallest = smallest
+        return out

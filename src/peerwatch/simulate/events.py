@@ -2,7 +2,8 @@
 
 Checkpoints (all nodes write; rank 0 lingers), evaluation phases, job restarts (everyone idle,
 then nodes reload at slightly different moments), storage-side slowdowns, scheduler-agent
-restarts (its counters reset), NFS remounts (mountstats reset) and a lighter job on a spare.
+restarts (its counters reset), NFS remounts (mountstats reset), a lighter job on a spare, and
+in the variants drop counters ticking on every interface and rare NFS operations (count_noise.py).
 None of these is a fault; a detector must stay quiet through all of them.
 """
 
@@ -54,6 +55,8 @@ class Benign:
     # each down 1-4 min at its own moment after the restart
     restart_exporters: float = 0.0
     pcie_glitches: int = 0  # a GPU's exporter reports an impossible PCIe link width (32) for a while
+    noisy_drops: bool = False  # drop counters ticking on every interface (count_noise.py)
+    rare_nfs_ops: bool = False  # integer NFS op counts, a few a step on the home mount (count_noise.py)
 
 
 QUIET = Benign(
@@ -115,5 +118,11 @@ def plan_benign(
             s = t0 + float(rng.uniform(0.1, 0.35)) * (t1 - t0)
             e = t0 + float(rng.uniform(0.6, 0.9)) * (t1 - t0)
             events.append(Event("light_job", s, e, node=names[n]))
+    for kind, on, what in (
+        ("noisy_drops", benign.noisy_drops, "drop counters tick on every interface"),
+        ("rare_nfs_ops", benign.rare_nfs_ops, "a few NFS calls a step on the home mount"),
+    ):
+        if on:
+            events.append(Event(kind, t0, t1, detail=what))
     events.sort(key=lambda ev: (ev.start_ts, ev.kind))
     return events

@@ -41,7 +41,8 @@ def _net(name: str) -> ValueFn:
     def fn(s: Src) -> FloatArray:
         fixed = s[name]
         epochs = len(s.veth_names[0])
-        veth_src = s["veth_rx" if name.endswith("rx") else "veth_tx"] if name in ("net_rx", "net_tx") else None
+        veth_name = {"net_rx": "veth_rx", "net_tx": "veth_tx", "net_drop": "veth_drop"}.get(name)
+        veth_src = s[veth_name] if veth_name is not None else None
         veth = np.zeros((fixed.shape[0], epochs, fixed.shape[2]))
         if veth_src is not None:
             veth[:] = veth_src[:, None, :]

@@ -13,6 +13,7 @@ import numpy as np
 
 from peerwatch.model import FloatArray
 from peerwatch.simulate.cluster import NFS_MOUNTS, NFS_OPS, Layout
+from peerwatch.simulate.count_noise import apply_count_noise
 from peerwatch.simulate.events import Event
 from peerwatch.simulate.phases import Activity, Phase
 from peerwatch.simulate.profiles import column
@@ -77,7 +78,9 @@ def host_signals(layout: Layout, grid: Grid, act: Activity, events: Sequence[Eve
     }
     out.update(_ib(layout, grid, col("ib"), rng))
     out.update(_nfs(layout, grid, ph, events, rng))
+    apply_count_noise(out, grid, events, seed, "nfs")
     out.update(_net_disk(layout, grid, act, out["nfs_read_b"], out["nfs_write_b"], rng))
+    apply_count_noise(out, grid, events, seed, "net")
     for ev in events:
         k = min(grid.index(ev.start_ts), t - 1)
         if ev.kind == "agent_restart" and ev.node is not None:
@@ -148,6 +151,7 @@ def _net_disk(
         "net_tx": tx,
         "net_err": np.zeros((n, 3, t)),
         "net_drop": drops,
+        "veth_drop": np.zeros((n, t)),  # container interfaces drop nothing unless count_noise says so
         "veth_rx": busy * 2.0e5 * (1 + rng.normal(0, 0.1, (n, t))),
         "veth_tx": busy * 1.5e5 * (1 + rng.normal(0, 0.1, (n, t))),
         "disk_rb": (local * 5e6)[:, None, :] * np.clip(1 + rng.normal(0, 0.2, (n, 2, t)), 0, None),

@@ -109,7 +109,7 @@ def scenario_set(seed: int = 7) -> tuple[Scenario, ...]:
 VARIANT_SIZES = (16, 32, 96)
 VARIANT_SCRAPES = (15.0, 30.0, 60.0)
 VARIANT_OLD_EXPORTER = (0.0, 1.0, 0.3)
-VARIANT_BENIGN = Benign(restarts=1, agent_restarts=1, remounts=1)
+VARIANT_BENIGN = Benign(restarts=1, agent_restarts=1, remounts=1, noisy_drops=True, rare_nfs_ops=True)
 
 
 def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
@@ -134,7 +134,10 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
         )
         hours = VARIANT_HOURS.get(kind, 3.0)
         out.append(Scenario(f"v_{kind}", spec, hours, seed + i, faults, benign, description=KINDS[kind].note))
-    healthy = Benign(restarts=2, agent_restarts=2, remounts=2, stalls=2, restart_exporters=0.5, pcie_glitches=1)
+    healthy = Benign(
+        restarts=2, agent_restarts=2, remounts=2, noisy_drops=True, rare_nfs_ops=True,
+        stalls=2, restart_exporters=0.5, pcie_glitches=1,
+    )
     # Fail-slow again on other sizes, scrape intervals and exporter mixes: its size, length and variant
     # are drawn from each seed (appended last, so the runs above keep their seeds).
     more = [(ClusterSpec(nodes=16, spares=1, scrape_interval=60.0, old_exporter_fraction=1.0), 3.0)]

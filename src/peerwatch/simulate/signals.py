@@ -11,7 +11,7 @@ Shapes (N nodes, G GPUs, P IB ports, M NFS mounts, O NFS operations, D disks, T 
 - IB ``(N, P, T)``: ``ib_rx``/``ib_tx`` B/s, increments ``ib_downed``, ``ib_recovery``, ``ib_symbol``,
   ``ib_rcv_err``, ``ib_wait``; ``ib_state``, ``ib_phys``.
 - Network ``(N, 3, T)`` for direct0, net0, lo: ``net_rx``/``net_tx`` B/s, ``net_err``, ``net_drop`` per step;
-  ``veth_rx``/``veth_tx`` ``(N, T)``.
+  ``veth_rx``/``veth_tx`` B/s and ``veth_drop`` per step ``(N, T)``.
 - Host ``(N, T)``: CPU mode fractions ``cpu_user``, ``cpu_system``, ``cpu_iowait``, ``cpu_irq``, ``cpu_softirq``;
   ``procs_running``, ``procs_blocked``, ``load1``, ``intr`` /s, ``ctxt`` /s, ``psi_cpu``/``psi_io``/``psi_mem``
   s/s, ``mem_avail``/``mem_cached``/``mem_dirty`` bytes, ``pgpgin``/``pgpgout``/``pgmajfault``/``pswpout`` /s,
