@@ -17,7 +17,7 @@ import hashlib
 import re
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -222,13 +222,7 @@ class Policy:
         if incident.precursor:
             severity, action = "warning", "watch"
         view = AlarmChange(ts, severity, diagnosis, action, component)
-        last_view = incident.changes[-1] if incident.changes else None
-        if last_view is None or (severity, diagnosis, action, component) != (
-            last_view.severity,
-            last_view.diagnosis,
-            last_view.action,
-            last_view.component,
-        ):
+        if not incident.changes or replace(incident.changes[-1], ts=ts) != view:
             incident.changes.append(view)
 
     def _early(self, incident: _Incident, f: Finding, step: float) -> bool:
