@@ -24,6 +24,7 @@ from peerwatch.detect import node_offsets
 from peerwatch.detect.context import Context
 from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.node_offsets import node_median, offsets, pooled
+from peerwatch.detect.peer import column_quantile
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, detect, load_frames
 from peerwatch.frames import Frame
@@ -326,3 +327,8 @@ def test_the_engine_streamed_step_by_step_raises_the_alarm_of_one_analysis(
         # The fused score adds a quarter of the node's peer findings, whose deviations are float32.
         assert x.score == pytest.approx(y.score, rel=1e-3)
         assert [(e.metric, e.value) for e in x.evidence] == [(e.metric, e.value) for e in y.evidence]
+
+
+def test_a_quantile_of_no_rows_is_unknown() -> None:
+    # Live, a peer key's every series can sit on nodes not yet known (node index -1): no rows.
+    assert np.isnan(column_quantile(np.zeros((0, 3)), 0.5)).all()

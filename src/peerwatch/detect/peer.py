@@ -156,6 +156,8 @@ def column_quantile(x: FloatArray, q: float) -> FloatArray:
     One sort per call: numpy's nanmedian and nanpercentile go column by column in Python for
     arrays with NaNs and were most of the engine's time.
     """
+    if x.shape[0] == 0:  # no rows (every series of a peer key on unknown nodes): nothing known
+        return np.full(x.shape[1], np.nan)
     s = np.sort(x, axis=0)  # NaN sorts last
     n = np.sum(~np.isnan(x), axis=0)
     pos = q * np.maximum(n - 1, 0)
