@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from peerwatch.detect.context import Context
+from peerwatch.detect.groups import move_keys
 from peerwatch.diagnose.actions import severity_and_action
 from peerwatch.diagnose.rules import Diagnoser
 from peerwatch.model import Alarm, Finding
@@ -123,8 +124,9 @@ class Policy:
         for col in range(ctx.steps):
             ts = float(ctx.start + col * ctx.step)
             step_findings = by_step.get(col, [])
-            groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(ctx.groups[:, col])}
-            sizes = {int(g): int(c) for g, c in zip(*np.unique(ctx.groups[:, col], return_counts=True), strict=True)}
+            keys = move_keys(ctx.groups[:, col])
+            groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(keys)}
+            sizes = {int(g): int(c) for g, c in zip(*np.unique(keys, return_counts=True), strict=True)}
             shared = shared_signals(step_findings, groups_at, sizes, st)
             # While every client sees the NFS server slow, a client's own NFS trouble is that, not its
             # own; and for a while after, since client counters (timeouts) score over their window.

@@ -1,0 +1,59 @@
+"""Nodes on work of their own (simulate/side_jobs.py) are never compared as peers: a small recording
+with several unsynchronised light jobs gives no false alarm on them (the level-based groups gave
+four: two gpu_hang, a performance_degradation and an nfs_network)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from peerwatch.catalog.load import Catalog
+from peerwatch.detect.groups import LONE, MAIN
+from peerwatch.engine import Engine, analyze_frames, context_of, load_frames
+from peerwatch.frames import Frame
+from peerwatch.simulate import Scenario, simulate, write_recording
+from peerwatch.simulate.cluster import ClusterSpec
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("side") / "side_jobs"
+    spec = ClusterSpec(nodes=20, spares=2, side_nodes=5)
+    write_recording(simulate(Scenario("side_jobs", spec, hours=2.0, seed=11)), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def frames(recording: Path) -> dict[str, Frame]:
+    return load_frames([str(recording)])
+
+
+def side_nodes(recording: Path) -> set[str]:
+    events = json.loads((recording / "labels.json").read_text())["events"]
+    return {e["node"] for e in events if e["kind"] in ("side_job", "light_job")}
+
+
+def test_nodes_on_their_own_work_raise_no_alarm_and_are_not_peers(recording: Path, frames: dict[str, Frame]) -> None:
+    side = side_nodes(recording)
+    assert len(side) == 6  # five side nodes and the spare on the light job
+    assert not [a for a in analyze_frames(frames) if a.node in side]
+    ctx = context_of(frames, Catalog.default())
+    rows = [ctx.nodes.index(n) for n in sorted(side)]
+    busy = ctx.groups[rows] != 0
+    assert np.mean(ctx.groups[rows][busy] == LONE) > 0.9
+    assert np.mean(ctx.groups[: 20 - 2 - 5] == MAIN) > 0.98  # the main job's nodes stay peers
+
+
+def test_streamed_step_by_step_the_groups_are_those_of_one_pass(frames: dict[str, Frame]) -> None:
+    whole = context_of(frames, Catalog.default()).groups
+    steps = whole.shape[1]
+    engine, parts = Engine(), []
+    for a, b in itertools.pairwise([0, 40, *range(41, 60), 150, steps]):
+        chunk = {n: replace(f, start=f.start + a * f.step, values=f.values[:, a:b]) for n, f in frames.items()}
+        parts.append(engine.scan(chunk).ctx.groups)
+    np.testing.assert_array_equal(np.concatenate(parts, axis=1), whole)
