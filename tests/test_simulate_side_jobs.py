@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from peerwatch.catalog.load import Catalog
+from peerwatch.cli import app
 from peerwatch.detect.groups import LONE, MAIN
 from peerwatch.engine import Engine, analyze_frames, context_of, load_frames
 from peerwatch.frames import Frame
@@ -57,3 +59,14 @@ def test_streamed_step_by_step_the_groups_are_those_of_one_pass(frames: dict[str
         chunk = {n: replace(f, start=f.start + a * f.step, values=f.values[:, a:b]) for n, f in frames.items()}
         parts.append(engine.scan(chunk).ctx.groups)
     np.testing.assert_array_equal(np.concatenate(parts, axis=1), whole)
+
+
+def test_analyze_logs_who_was_compared_with_whom(recording: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["analyze", str(recording), "--out", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("peer groups"))
+    side = ", ".join(sorted(side_nodes(recording)))
+    assert line == (
+        "peer groups (most of the run): main job: 13 nodes; idle: 1 node (gpu020); "
+        f"not compared (shares its work with no node): 6 nodes ({side})"
+    )

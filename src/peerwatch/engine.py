@@ -158,8 +158,15 @@ def analyze_frames(
     """Alarms over aligned frames."""
     if not frames:
         return []
+    return analyze_context(frames, catalog=catalog, policy=policy)[1]
+
+
+def analyze_context(
+    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+) -> tuple[Context, list[Alarm]]:
+    """The context of aligned frames (its peer groups among it) and the alarms over it."""
     ctx = context_of(frames, catalog or Catalog.default())
-    return (policy or Policy()).decide(ctx, detect(ctx))
+    return ctx, (policy or Policy()).decide(ctx, detect(ctx))
 
 
 def load_frames(
