@@ -20,6 +20,7 @@ from peerwatch.engine import Engine, analyze_frames, context_of, load_frames
 from peerwatch.frames import Frame
 from peerwatch.simulate import Scenario, simulate, write_recording
 from peerwatch.simulate.cluster import ClusterSpec
+from peerwatch.simulate.scenarios import variant_set
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,25 @@ def test_analyze_logs_who_was_compared_with_whom(recording: Path, tmp_path: Path
         "peer groups (most of the run): main job: 13 nodes; idle: 1 node (gpu020); "
         f"not compared (shares its work with no node): 6 nodes ({side})"
     )
+
+
+def test_the_variant_set_draws_side_work_from_its_seed() -> None:
+    a, b, c = variant_set(100), variant_set(100), variant_set(5)
+    assert [s.spec for s in a] == [s.spec for s in b] and [s.spec for s in a] != [s.spec for s in c]
+    assert all(1 <= s.spec.side_nodes <= 6 for s in a)
+    assert any(4 <= s.spec.second_job_nodes <= 8 for s in a)
+    assert all(s.spec.training >= 2 * (s.spec.nodes - s.spec.spares) // 3 for s in a)
+
+
+def test_each_side_node_has_its_own_load_and_the_second_job_one_load() -> None:
+    spec = ClusterSpec(nodes=16, spares=1, side_nodes=3, second_job_nodes=4)
+    sim = simulate(Scenario("side", spec, hours=1.0, seed=2))
+    util = sim.src.sig.arrays["util"].mean(axis=1)  # (nodes, steps)
+    second, side = util[spec.training : spec.training + 4], util[spec.training + 4 : spec.training + 7]
+    on = ~np.isnan(sim.src.act.load[spec.training])
+    assert np.abs(second[:, on] - second[:, on].mean(axis=0)).mean() < 2.0  # one shared load
+    levels = side.mean(axis=1)
+    assert ((levels > 10) & (levels < 90)).all() and np.ptp(util[: spec.training].mean(axis=1)) < 3
+    side_names = sim.layout.names[spec.training : -1]
+    kinds = sorted({e.kind for e in sim.events if e.node in side_names} - {"exporter_restart"})
+    assert kinds == ["second_job", "side_job"]
