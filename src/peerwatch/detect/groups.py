@@ -47,14 +47,22 @@ def node_activity(series: Mapping[str, Series], n_nodes: int, steps: int) -> Flo
     return None
 
 
-def rolling_median(x: FloatArray, window: int) -> FloatArray:
-    """Causal median of the last ``window`` steps (those present), per row."""
+def rolling_median(x: FloatArray, window: int, steps: int | None = None, cells: int = 1 << 22) -> FloatArray:
+    """Causal median of the last ``window`` steps (those present), per row, for the last ``steps``
+    columns of ``x`` (all by default); in blocks of columns of about ``cells`` values each, so that a
+    long run of many nodes never holds every window at once."""
+    steps = x.shape[1] if steps is None else steps
+    lead = x.shape[1] - steps
     padded = np.concatenate([np.full((x.shape[0], window - 1), np.nan), x], axis=1)
-    view = sliding_window_view(padded, window, axis=1)
-    out = np.full(x.shape, np.nan)
-    have = ~np.all(np.isnan(view), axis=2)
-    if have.any():
-        out[have] = np.nanmedian(view[have], axis=1)
+    view = sliding_window_view(padded, window, axis=1)[:, lead:]
+    out = np.full((x.shape[0], steps), np.nan)
+    block = max(1, cells // max(1, x.shape[0] * window))
+    for a in range(0, steps, block):
+        part = view[:, a : a + block]
+        have = ~np.all(np.isnan(part), axis=2)
+        if have.any():
+            sub = out[:, a : a + block]
+            sub[have] = np.nanmedian(part[have], axis=1)
     return out
 
 
@@ -108,8 +116,7 @@ def workload_groups(
     window, fast = steps_of(st.level_s, step), steps_of(st.fast_s, step)
     smooth, join, hold = steps_of(st.smooth_s, step, 1), steps_of(st.join_s, step), steps_of(st.hold_s, step)
     full = with_tail(None if state is None else state.activity, activity, np.nan)
-    lead = full.shape[1] - steps
-    level = np.fmax(rolling_median(full, window), rolling_median(full, fast))[:, lead:]
+    level = np.fmax(rolling_median(full, window, steps), rolling_median(full, fast, steps))
     # A node whose GPUs went silent keeps the group it had (it is judged by what else it reports).
     before = np.full(n_nodes, np.nan) if state is None else grow(state.level, n_nodes, np.nan)
     level = np.concatenate([before[:, None], level], axis=1)
