@@ -79,10 +79,13 @@ class TrackState:
     tracked: BoolArray
 
 
-def tracks(dist: FloatArray, state: TrackState | None, *, join: int, hold: int) -> tuple[BoolArray, TrackState]:
+def tracks(
+    dist: FloatArray, state: TrackState | None, *, join: int, hold: int, undecided: bool
+) -> tuple[BoolArray, TrackState]:
     """Whether each node belongs with its reference at each step, from ``dist`` (|activity - reference|
     in units of the tolerance, NaN where unknown or not a candidate): its mean was at most 1 over the
-    last ``join`` steps, or over ``hold`` steps ending at some step of the last ``hold``."""
+    last ``join`` steps, or over ``hold`` steps ending at some step of the last ``hold``; a node with
+    no verdict yet (too few samples since it appeared) belongs if ``undecided``."""
     steps = dist.shape[1]
     past = with_tail(None if state is None else state.dist, dist, np.nan)
     # A verdict needs a third of the window: one lucky sample is no track record.
@@ -91,9 +94,7 @@ def tracks(dist: FloatArray, state: TrackState | None, *, join: int, hold: int) 
     steady = long <= 1.0
     was = with_tail(None if state is None else state.tracked, steady, False)
     lately = rolling_mean(was.astype(np.float64), hold, steps) > 0
-    # No verdict yet (too few samples since the node appeared): it counts as a member, as a node of
-    # unknown work always has; the peer detector waits for a new member's own offset anyway.
-    member: BoolArray = (short <= 1.0) | lately | np.isnan(short)
+    member: BoolArray = (short <= 1.0) | lately | (undecided & np.isnan(short))
     after = TrackState(keep_tail(past, hold - 1), short[:, -1].copy(), long[:, -1].copy(), keep_tail(was, hold - 1))
     return member, after
 

@@ -135,6 +135,7 @@ def workload_groups(
         None if state is None else state.main,
         join=join,
         hold=hold,
+        undecided=True,  # as a node of unknown work always was; a new member waits for its offset anyway
     )
     main &= busy
     # A second job: the rest of the busy nodes, if enough of them track their own median as closely.
@@ -145,6 +146,7 @@ def workload_groups(
         None if state is None else state.second,
         join=join,
         hold=hold,
+        undecided=False,  # no majority anchors a second job: it must show itself
     )
     second &= rest
     second &= second.sum(axis=0) >= st.min_nodes
