@@ -87,3 +87,13 @@ def test_lone_nodes_share_no_moves_in_the_policy() -> None:
     keys = move_keys(np.array([MAIN, LONE, MAIN, LONE, IDLE, OTHER]))
     assert keys[0] == keys[2] == MAIN and keys[4] == IDLE and keys[5] == OTHER
     assert keys[1] != keys[3] and min(keys[1], keys[3]) < 0
+
+
+def test_scrapes_that_catch_the_step_rhythm_at_their_own_phase_keep_a_job_together() -> None:
+    """60-s scrapes of a job whose GPUs are busy for 80% of each step: each sample is 100 or 40."""
+    rng = np.random.default_rng(6)
+    a = np.where(rng.random((12, STEPS)) < 0.8, 100.0, 40.0)
+    a[:, 100:104] = 5.0  # a checkpoint
+    a[11] = 55 + 15 * np.sin(np.arange(STEPS) / 4) + rng.normal(0, 3, STEPS)  # and a node on its own work
+    g, _ = workload_groups(a, 12, STEPS, step=60.0)
+    assert np.mean(g[:11, 10:] == MAIN) > 0.99 and np.mean(g[11, 10:] == LONE) > 0.9

@@ -4,7 +4,8 @@ Nodes of one synchronous job share their step rhythm, checkpoints, evaluations a
 their activity (smoothed over a couple of minutes, which averages out the moment of the step each
 node's own scrape phase catches) follows the job's median in level AND in its moves. A node on
 its own work does not: a different level, or the same level with dips and rises at other
-moments. The tracking error is the mean absolute distance to the reference over a window.
+moments. Over a window, the level is the mean offset from the reference (noise averages out);
+the moves are the mean distance, against the distance the job's typical node keeps.
 
 Membership is asymmetric: a node joins once it tracked over a short window (a spare that joins
 the job is compared within minutes), and stays for a long while after it last tracked over a long
@@ -53,26 +54,23 @@ def column_median(x: FloatArray, use: BoolArray) -> FloatArray:
     return out
 
 
-def reference(
-    smooth: FloatArray, among: BoolArray, tolerance: float | FloatArray, rounds: int = 2
-) -> tuple[FloatArray, BoolArray]:
-    """The level the largest tight bunch of ``among`` sits at in each column, and who is in it: their
-    median, then the median of those within ``tolerance`` of it, ``rounds`` times (a mode-seeking
-    median: nodes on other work at scattered levels do not pull it). Falls back to the plain median
-    where the refinement leaves nobody."""
+def reference(smooth: FloatArray, among: BoolArray, tolerance: float | FloatArray, rounds: int = 2) -> FloatArray:
+    """The level the largest bunch of ``among`` sits at in each column: their median, then the median
+    of those within ``tolerance`` of it, ``rounds`` times (a mode-seeking median: nodes on other work
+    at scattered levels do not pull it). The plain median where the refinement leaves nobody."""
     ref = column_median(smooth, among)
-    near = among
     for _ in range(rounds):
         near = among & (np.abs(smooth - ref) <= tolerance)
         ref = np.where(near.any(axis=0), column_median(smooth, near), ref)
-    return ref, near
+    return ref
 
 
 @dataclass
 class TrackState:
-    """One co-movement test's past: the distances over the long window, the last known tracking
-    errors (carried through silence) and whether the node tracked over the long window lately."""
+    """One co-movement test's past: the offsets and distances over the long window, the last known
+    tracking errors (carried through silence) and whether the node tracked over the long window lately."""
 
+    offset: FloatArray
     dist: FloatArray
     short: FloatArray
     long: FloatArray
@@ -80,22 +78,38 @@ class TrackState:
 
 
 def tracks(
-    dist: FloatArray, state: TrackState | None, *, join: int, hold: int, undecided: bool
+    offset: FloatArray, dist: FloatArray, state: TrackState | None, *, join: int, hold: int, undecided: bool
 ) -> tuple[BoolArray, TrackState]:
-    """Whether each node belongs with its reference at each step, from ``dist`` (|activity - reference|
-    in units of the tolerance, NaN where unknown or not a candidate): its mean was at most 1 over the
-    last ``join`` steps, or over ``hold`` steps ending at some step of the last ``hold``; a node with
-    no verdict yet (too few samples since it appeared) belongs if ``undecided``."""
+    """Whether each node belongs with its reference at each step. ``offset`` is (activity - reference)
+    in units of the level tolerance, ``dist`` |activity - reference| in units of the distance the
+    job's typical node keeps (both NaN where unknown or not a candidate). A window tracks when both
+    its mean offset (level: scrape noise averages out) and its mean distance (moves: a dip of its
+    own, or a shared checkpoint missed) are at most 1. A node belongs when the last ``join`` steps
+    track, or ``hold`` steps ending at some step of the last ``hold`` did; a node with no verdict
+    yet (too few samples since it appeared) belongs if ``undecided``."""
     steps = dist.shape[1]
+    off = with_tail(None if state is None else state.offset, offset, np.nan)
     past = with_tail(None if state is None else state.dist, dist, np.nan)
-    # A verdict needs a third of the window: one lucky sample is no track record.
-    short = _carried(rolling_mean(past, join, steps, join // 3), None if state is None else state.short)
-    long = _carried(rolling_mean(past, hold, steps, hold // 3), None if state is None else state.long)
+
+    def error(window: int) -> FloatArray:
+        # A verdict needs a third of the window: one lucky sample is no track record.
+        level = np.abs(rolling_mean(off, window, steps, window // 3))
+        out: FloatArray = np.fmax(level, rolling_mean(past, window, steps, window // 3))
+        return out
+
+    short = _carried(error(join), None if state is None else state.short)
+    long = _carried(error(hold), None if state is None else state.long)
     steady = long <= 1.0
     was = with_tail(None if state is None else state.tracked, steady, False)
     lately = rolling_mean(was.astype(np.float64), hold, steps) > 0
     member: BoolArray = (short <= 1.0) | lately | (undecided & np.isnan(short))
-    after = TrackState(keep_tail(past, hold - 1), short[:, -1].copy(), long[:, -1].copy(), keep_tail(was, hold - 1))
+    after = TrackState(
+        keep_tail(off, hold - 1),
+        keep_tail(past, hold - 1),
+        short[:, -1].copy(),
+        long[:, -1].copy(),
+        keep_tail(was, hold - 1),
+    )
     return member, after
 
 

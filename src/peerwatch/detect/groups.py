@@ -73,14 +73,15 @@ class GroupSettings:
     idle_below: float = 10.0  # activity % under which a node does no work worth comparing
     level_s: float = 3600.0  # a node's working level: the median over this long (it falls in half that) ...
     fast_s: float = 180.0  # ... or over this short a time, whichever is higher (taking up work shows at once)
-    smooth_s: float = 120.0  # activity averaged over this long before it is compared with a reference
+    smooth_s: float = 120.0  # activity averaged over this long (4 scrapes at least) before it is compared
     join_s: float = 600.0  # tracking over this long admits a node to a job
     hold_s: float = 1800.0  # tracking over this long keeps it there for as long again
-    # A node tracks its job when its mean |smoothed activity - job median| is at most `spread` times the
-    # job's typical node's, within [floor, tolerance] points.
-    spread: float = 4.0
-    floor: float = 4.0
+    # A node tracks its job when, over a window, its mean offset from the job's median is at most
+    # `tolerance` points and its mean distance at most `spread` times the job's typical node's (and
+    # at least `floor` points).
     tolerance: float = 12.0
+    spread: float = 2.0
+    floor: float = 4.0
     min_nodes: int = 4  # a second job is real only with this many nodes tracking its median
 
 
@@ -114,7 +115,7 @@ def workload_groups(
         return np.full((n_nodes, steps), MAIN, dtype=np.int64), state
     st = settings or GroupSettings()
     window, fast = steps_of(st.level_s, step), steps_of(st.fast_s, step)
-    smooth, join, hold = steps_of(st.smooth_s, step, 1), steps_of(st.join_s, step), steps_of(st.hold_s, step)
+    smooth, join, hold = steps_of(st.smooth_s, step, 4), steps_of(st.join_s, step), steps_of(st.hold_s, step)
     full = with_tail(None if state is None else state.activity, activity, np.nan)
     level = np.fmax(rolling_median(full, window, steps), rolling_median(full, fast, steps))
     # A node whose GPUs went silent keeps the group it had (it is judged by what else it reports).
@@ -125,12 +126,13 @@ def workload_groups(
     level = np.where(idx >= 0, np.take_along_axis(level, np.maximum(idx, 0), axis=1), np.nan)
     busy = level[:, 1:] >= st.idle_below
     smoothed = rolling_mean(full, smooth, steps)
-    # The main job: nodes that track the median of the busy nodes' tight bunch, about as closely as
-    # its typical node does (scrape phases catching the step rhythm spread a real job more).
-    ref, near = reference(smoothed, busy, st.tolerance)
-    spread = column_median(np.abs(smoothed - ref), near)
-    scale = np.fmin(np.fmax(st.spread * np.nan_to_num(spread), st.floor), st.tolerance)
+    # The main job: nodes that track the median of the busy nodes' tight bunch, in level and about as
+    # closely as its typical node does (scrape phases catching the step rhythm spread a real job more).
+    ref = reference(smoothed, busy, 2 * st.tolerance)
+    spread = column_median(np.abs(smoothed - ref), busy)  # the typical busy node is the main job's
+    scale = np.fmax(st.spread * np.nan_to_num(spread), st.floor)
     main, main_state = tracks(
+        np.where(busy, (smoothed - ref) / st.tolerance, np.nan),
         np.where(busy, np.abs(smoothed - ref) / scale, np.nan),
         None if state is None else state.main,
         join=join,
@@ -139,16 +141,20 @@ def workload_groups(
     )
     main &= busy
     # A second job: the rest of the busy nodes, if enough of them track their own median as closely.
+    # Only nodes at work lately (its own checkpoint is no break): nodes whose own jobs ended (idle,
+    # but not yet for half an hour) all sit at zero, alike.
     rest = busy & ~main
-    ref2, _ = reference(smoothed, rest, scale)
+    candidates = rest & (rolling_mean(full, join, steps) >= st.idle_below)
+    ref2 = reference(smoothed, candidates, np.fmin(scale, st.tolerance))
     second, second_state = tracks(
-        np.where(rest, np.abs(smoothed - ref2) / scale, np.nan),
+        np.where(candidates, (smoothed - ref2) / st.tolerance, np.nan),
+        np.where(candidates, np.abs(smoothed - ref2) / scale, np.nan),
         None if state is None else state.second,
         join=join,
         hold=hold,
         undecided=False,  # no majority anchors a second job: it must show itself
     )
-    second &= rest
+    second &= candidates
     second &= second.sum(axis=0) >= st.min_nodes
     after = GroupState(keep_tail(full, max(window, smooth) - 1), level[:, -1].copy(), main_state, second_state)
     groups = np.full((n_nodes, steps), MAIN, dtype=np.int64)
