@@ -78,15 +78,22 @@ class TrackState:
 
 
 def tracks(
-    offset: FloatArray, dist: FloatArray, state: TrackState | None, *, join: int, hold: int, undecided: bool
+    offset: FloatArray,
+    dist: FloatArray,
+    state: TrackState | None,
+    *,
+    join: int,
+    hold: int,
+    quick: bool = True,
+    undecided: bool = False,
 ) -> tuple[BoolArray, TrackState]:
     """Whether each node belongs with its reference at each step. ``offset`` is (activity - reference)
     in units of the level tolerance, ``dist`` |activity - reference| in units of the distance the
     job's typical node keeps (both NaN where unknown or not a candidate). A window tracks when both
     its mean offset (level: scrape noise averages out) and its mean distance (moves: a dip of its
     own, or a shared checkpoint missed) are at most 1. A node belongs when the last ``join`` steps
-    track, or ``hold`` steps ending at some step of the last ``hold`` did; a node with no verdict
-    yet (too few samples since it appeared) belongs if ``undecided``."""
+    track (if ``quick``), or ``hold`` steps ending at some step of the last ``hold`` did; a node with
+    no verdict yet (too few samples since it appeared) belongs if ``undecided``."""
     steps = dist.shape[1]
     off = with_tail(None if state is None else state.offset, offset, np.nan)
     past = with_tail(None if state is None else state.dist, dist, np.nan)
@@ -102,7 +109,7 @@ def tracks(
     steady = long <= 1.0
     was = with_tail(None if state is None else state.tracked, steady, False)
     lately = rolling_mean(was.astype(np.float64), hold, steps) > 0
-    member: BoolArray = (short <= 1.0) | lately | (undecided & np.isnan(short))
+    member: BoolArray = (quick & (short <= 1.0)) | lately | (undecided & np.isnan(short))
     after = TrackState(
         keep_tail(off, hold - 1),
         keep_tail(past, hold - 1),

@@ -82,7 +82,8 @@ class GroupSettings:
     tolerance: float = 12.0
     spread: float = 2.0
     floor: float = 4.0
-    min_nodes: int = 4  # a second job is real only with this many nodes tracking its median
+    min_nodes: int = 4  # a second job is real only with this many nodes tracking its median ...
+    second_strict: float = 0.5  # ... this much closer in their moves (no majority anchors it)
 
 
 def steps_of(seconds: float, step: float, least: int = 2) -> int:
@@ -92,12 +93,13 @@ def steps_of(seconds: float, step: float, least: int = 2) -> int:
 @dataclass
 class GroupState:
     """What the next chunk needs: each node's activity over the last ``level`` steps, its last known
-    level, and the past of the smoothing and of the two co-movement tests."""
+    level, the past of the two co-movement tests and of the typical distance."""
 
     activity: FloatArray
     level: FloatArray
     main: TrackState | None = None
     second: TrackState | None = None
+    spread: FloatArray | None = None  # (1, hold - 1) the busy nodes' typical distance to the job median
 
 
 def workload_groups(
@@ -129,8 +131,12 @@ def workload_groups(
     # The main job: nodes that track the median of the busy nodes' tight bunch, in level and about as
     # closely as its typical node does (scrape phases catching the step rhythm spread a real job more).
     ref = reference(smoothed, busy, 2 * st.tolerance)
-    spread = column_median(np.abs(smoothed - ref), busy)  # the typical busy node is the main job's
-    scale = np.fmax(st.spread * np.nan_to_num(spread), st.floor)
+    # The typical busy node is the main job's; its usual distance over the last half hour, so that a
+    # restart's staggered reload or a checkpoint (minutes of wide spread) does not loosen the test.
+    spread = column_median(np.abs(smoothed - ref), busy)[None, :]
+    spread = with_tail(None if state is None else state.spread, spread, np.nan)
+    usual = rolling_median(spread, hold, steps)[0]
+    scale = np.fmax(st.spread * np.nan_to_num(usual), st.floor)
     main, main_state = tracks(
         np.where(busy, (smoothed - ref) / st.tolerance, np.nan),
         np.where(busy, np.abs(smoothed - ref) / scale, np.nan),
@@ -140,7 +146,8 @@ def workload_groups(
         undecided=True,  # as a node of unknown work always was; a new member waits for its offset anyway
     )
     main &= busy
-    # A second job: the rest of the busy nodes, if enough of them track their own median as closely.
+    # A second job: the rest of the busy nodes, if enough of them track their own median as closely
+    # for half an hour.
     # Only nodes at work lately (its own checkpoint is no break): nodes whose own jobs ended (idle,
     # but not yet for half an hour) all sit at zero, alike.
     rest = busy & ~main
@@ -148,15 +155,21 @@ def workload_groups(
     ref2 = reference(smoothed, candidates, np.fmin(scale, st.tolerance))
     second, second_state = tracks(
         np.where(candidates, (smoothed - ref2) / st.tolerance, np.nan),
-        np.where(candidates, np.abs(smoothed - ref2) / scale, np.nan),
+        np.where(candidates, np.abs(smoothed - ref2) / (st.second_strict * scale), np.nan),
         None if state is None else state.second,
         join=join,
         hold=hold,
-        undecided=False,  # no majority anchors a second job: it must show itself
+        quick=False,  # no majority anchors a second job: its nodes must show it over half an hour
     )
     second &= candidates
     second &= second.sum(axis=0) >= st.min_nodes
-    after = GroupState(keep_tail(full, max(window, smooth) - 1), level[:, -1].copy(), main_state, second_state)
+    after = GroupState(
+        keep_tail(full, max(window, smooth, join) - 1),
+        level[:, -1].copy(),
+        main_state,
+        second_state,
+        keep_tail(spread, hold - 1),
+    )
     groups = np.full((n_nodes, steps), MAIN, dtype=np.int64)
     groups[level[:, 1:] < st.idle_below] = IDLE
     groups[rest] = LONE
