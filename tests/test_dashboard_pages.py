@@ -20,6 +20,7 @@ from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
 from peerwatch.service.live_sources import Fetch
 from peerwatch.service.store import StepChanges, StoredAlarm
+from peerwatch.service.workload import LONE_KIND
 from peerwatch.simulate import Scenario, simulate
 from peerwatch.simulate.cluster import ClusterSpec
 
@@ -118,7 +119,8 @@ def test_data_is_escaped_and_unknown_ids_are_404(tmp_path: Path) -> None:
 
 def test_workload_groups_from_an_evaluation(tmp_path: Path) -> None:
     """A simulated cluster (9 training nodes; of 3 spares one runs a lighter job, 2 idle) evaluated once:
-    each node's group reaches ``GET /api/v1/nodes`` and the cluster page splits its sections by group."""
+    each node's group reaches ``GET /api/v1/nodes`` and the cluster page splits its sections by group;
+    the node on a job of its own is in no group of peers, and the page names it."""
     sim = simulate(Scenario("groups", ClusterSpec(nodes=12, spares=3, light_job_nodes=1), hours=1.0, seed=3))
     at = sim.grid.start + 1800  # the light job runs from 21 min at the latest to 36 min at the earliest
     raw = {
@@ -140,12 +142,14 @@ def test_workload_groups_from_an_evaluation(tmp_path: Path) -> None:
         page = client.get("/dashboard/").text
     light, *idle = raw["spares"]
     kinds = {name: n["group"]["kind"] for name, n in nodes.items()}
-    assert kinds == {name: "other job" if name == light else "idle" if name in idle else "busy" for name in nodes}
+    assert kinds == {name: LONE_KIND if name == light else "idle" if name in idle else "busy" for name in nodes}
     assert nodes[idle[0]]["group"] == {
-        "id": 3, "of": 3, "size": 2, "kind": "idle", "label": "group 3 of 3: 2 nodes, idle"
+        "id": 2, "of": 3, "size": 2, "kind": "idle", "label": "group 2 of 3: 2 nodes, idle"
     }  # fmt: skip
     assert nodes["gpu001"]["group"]["label"] == "group 1 of 3: 9 nodes, busy"
     spare_section = page[page.index('<section class="group spare">') :]
-    assert spare_section.index("group 2 of 3: 1 node, other job") < spare_section.index(f'data-node="{light}"')
-    assert spare_section.index("group 3 of 3: 2 nodes, idle") < spare_section.index(f'data-node="{idle[0]}"')
+    assert spare_section.index(f"group 3 of 3: 1 node, {LONE_KIND}") < spare_section.index(f'data-node="{light}"')
+    assert spare_section.index("group 2 of 3: 2 nodes, idle") < spare_section.index(f'data-node="{idle[0]}"')
+    # the light job's node is compared with nobody, and the page says so by name
+    assert f"not compared, no node shares their work: {light}</p>" in page
     assert "workload groups (a node is compared with its own group only)" in page

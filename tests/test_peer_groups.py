@@ -8,7 +8,7 @@ import pytest
 
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
-from peerwatch.detect.groups import IDLE, MAIN, OTHER, UNKNOWN, settled, workload_groups
+from peerwatch.detect.groups import IDLE, LONE, MAIN, UNKNOWN, settled, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.engine import context_of
 from peerwatch.frames import Frame, infer_step
@@ -122,14 +122,14 @@ def test_workload_groups_streamed_in_chunks_equal_one_pass_also_when_a_node_join
     activity = np.where(rng.random((6, 150)) < 0.05, np.nan, 97 + rng.normal(0, 1, (6, 150)))
     activity[1, 40:] = 2.0  # stops working: idle after the slow median follows
     activity[2, :70] = np.nan  # silent, then a spare joining
-    activity[3, 90:] = 50.0  # a lighter job
+    activity[3, 10:] = 50.0 + 10 * np.sin(np.arange(140) / 5)  # work of its own
     whole, _ = workload_groups(activity, 6, 150)
     parts, state = [], None
     for a, b in [(0, 1), (1, 59), (59, 61), (61, 149), (149, 150)]:
         part, state = workload_groups(activity[:, a:b], 6, b - a, state)
         parts.append(part)
     np.testing.assert_array_equal(np.concatenate(parts, axis=1), whole)
-    assert {IDLE, MAIN, OTHER} <= set(np.unique(whole).tolist())
+    assert {IDLE, MAIN, LONE} <= set(np.unique(whole).tolist())
     # a node first seen in a later chunk starts with no past; the others' groups are unchanged
     _, state = workload_groups(activity[:5, :100], 5, 100)
     rest, _ = workload_groups(activity[:, 100:], 6, 50, state)

@@ -105,7 +105,8 @@ def analyze(
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
 
-    from peerwatch.engine import analyze_frames, load_frames
+    from peerwatch.detect.group_summary import summary
+    from peerwatch.engine import analyze_context, load_frames
     from peerwatch.model import ProblemLog
     from peerwatch.render import render_alarms
 
@@ -116,8 +117,10 @@ def analyze(
         for p in problems.problems[:10]:
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
-    alarms = analyze_frames(frames)
+    ctx, alarms = analyze_context(frames)
     with out.open("w") as f:
         for alarm in alarms:
             f.write(json.dumps(alarm.as_json()) + "\n")
-    render_alarms(alarms, problems, Console(stderr=True))
+    console = Console(stderr=True)
+    console.print(summary(ctx.nodes, ctx.groups), markup=False, highlight=False, soft_wrap=True)
+    render_alarms(alarms, problems, console)

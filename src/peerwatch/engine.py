@@ -19,7 +19,7 @@ from peerwatch.detect.cluster import ClusterDetector
 from peerwatch.detect.context import Context, Series, prepare
 from peerwatch.detect.counters import CounterDetector
 from peerwatch.detect.failslow import FailSlowDetector
-from peerwatch.detect.groups import GroupState, groups_of, node_activity
+from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
@@ -89,8 +89,8 @@ def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) 
     series, nodes = prepare(frames, catalog, known, state.prepared)
     any_frame = next(iter(frames.values()))
     steps = any_frame.steps
-    groups, state.groups = groups_of(series, len(nodes), steps, state.groups)
     activity = node_activity({s.frame.name: s for s in series}, len(nodes), steps)
+    groups, state.groups = workload_groups(activity, len(nodes), steps, state.groups, step=any_frame.step)
     held, state.transitions = held_nodes(activity, groups, any_frame.step, state.transitions)
     state.nodes = nodes
     return Context(
@@ -172,8 +172,15 @@ def analyze_frames(
     """Alarms over aligned frames."""
     if not frames:
         return []
+    return analyze_context(frames, catalog=catalog, policy=policy)[1]
+
+
+def analyze_context(
+    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+) -> tuple[Context, list[Alarm]]:
+    """The context of aligned frames (its peer groups among it) and the alarms over it."""
     ctx = context_of(frames, catalog or Catalog.default())
-    return (policy or Policy()).decide(ctx, detect(ctx))
+    return ctx, (policy or Policy()).decide(ctx, detect(ctx))
 
 
 def load_frames(

@@ -23,7 +23,8 @@ import numpy.typing as npt
 from peerwatch.catalog.schema import Category, Direction, Unit
 from peerwatch.detect.context import Context, IntArray, Series, per_node
 from peerwatch.detect.findings import emit
-from peerwatch.detect.groups import IDLE, MAIN, settled
+from peerwatch.detect.groups import COMPARED as PEER_GROUPS
+from peerwatch.detect.groups import MAIN, settled
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import BoolArray, Finding, FloatArray
 
@@ -215,7 +216,8 @@ def learnt_offset(
     known = count >= settings.offset_min
     total = _block_sums(clipped.astype(np.float64), first, settings.offset_window, 1)[0]
     offset: FloatArray = np.where(known, total / np.maximum(count, 1.0), 0.0)
-    rows = np.flatnonzero((np.abs(offset) >= 0.5 * limit).any(axis=1))
+    refine = np.abs(offset) >= 0.5 * limit
+    rows = np.flatnonzero(refine.any(axis=1))
     if rows.size:
         size = settings.offset_window // settings.offset_blocks
         sums = _block_sums(np.where(seen[rows], dev[rows], 0.0).astype(np.float64), first, size, settings.offset_blocks)
@@ -224,10 +226,8 @@ def learnt_offset(
         off, lim = offset[rows], limit[rows]
         for _ in range(settings.offset_rounds):
             off = (np.clip(means, off - lim, off + lim) * counts).sum(axis=0) / np.maximum(count[rows], 1.0)
-        # Refined only at the steps that need it: which other steps of the row do must not matter
-        # (a chunk holding one such step would refine them all, and streaming would differ).
-        far = np.abs(offset[rows]) >= 0.5 * limit[rows]
-        offset[rows] = np.where(known[rows] & far, off, offset[rows])
+        # Only at the steps that call for it: which other steps share the chunk must not matter.
+        offset[rows] = np.where(known[rows] & refine[rows], off, offset[rows])
     return offset, known
 
 
@@ -255,7 +255,7 @@ def sustained(score: FloatArray, steps: int) -> FloatArray:
     return out
 
 
-GROUPS = 3  # workload group codes a peer group can have (groups.py: IDLE, MAIN, OTHER)
+GROUPS = 3  # workload group codes below this can index a peer group (groups.py: MAIN, OTHER)
 
 
 @dataclass
@@ -299,13 +299,13 @@ class PeerDetector:
     def scan(self, ctx: Context, state: PeerState | None) -> tuple[list[Finding], PeerState]:
         st = self.settings
         state = state or PeerState()
-        # Idle nodes do no common work: what little they do (a login, a cron job, a light job below
-        # the idle line) differs from node to node and says nothing about their health. Their
-        # hardware is still watched by the counter, state and presence detectors.
+        # Idle nodes and nodes on work of their own (LONE) share no work with anyone: what they do
+        # differs from node to node and says nothing about their health. Their hardware is still
+        # watched by the counter, state, presence and agent detectors.
         groups = with_tail(state.groups, ctx.groups, MAIN)  # a node not seen before was MAIN (no level yet)
         lead = groups.shape[1] - ctx.steps
         node_groups = settled(groups, st.settle)[:, lead:]
-        node_groups = np.where(node_groups == IDLE, -1, node_groups)
+        node_groups = np.where(np.isin(node_groups, PEER_GROUPS), node_groups, -1)
         for g in np.unique(node_groups[node_groups >= 0]):
             members = node_groups == g
             node_groups[members & (members.sum(axis=0) < st.min_nodes)] = -1

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from peerwatch.detect.context import Context
+from peerwatch.detect.groups import move_keys
 from peerwatch.diagnose.actions import severity_and_action
 from peerwatch.diagnose.rules import HARDWARE, Diagnoser
 from peerwatch.model import Alarm, AlarmChange, Finding
@@ -145,8 +146,9 @@ class Policy:
         for col in range(ctx.steps):
             ts = float(ctx.start + col * ctx.step)
             step_findings = by_step.get(col, [])
-            groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(ctx.groups[:, col])}
-            sizes = {int(g): int(c) for g, c in zip(*np.unique(ctx.groups[:, col], return_counts=True), strict=True)}
+            keys = move_keys(ctx.groups[:, col])
+            groups_at = {ctx.nodes[i]: int(g) for i, g in enumerate(keys)}
+            sizes = {int(g): int(c) for g, c in zip(*np.unique(keys, return_counts=True), strict=True)}
             shared = shared_signals(step_findings, groups_at, sizes, st)
             held = set() if ctx.held is None else {ctx.nodes[i] for i in np.flatnonzero(ctx.held[:, col])}
             # While every client sees the NFS server slow, a client's own NFS trouble is that, not its

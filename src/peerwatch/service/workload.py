@@ -1,8 +1,9 @@
 """Workload groups at the newest step, named for the dashboard and ``GET /api/v1/nodes``.
 
 The engine compares each node only with nodes doing the same work (``detect.groups``): the main
-job, nodes on another (lighter) job, idle nodes. Groups are numbered in that order among those
-present, so a number names the same kind of group from one step to the next.
+job, a second synchronous job, idle nodes; nodes whose work no other node shares are compared
+with nobody. Groups are numbered in that order among those present, so a number names the same
+kind of group from one step to the next.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from peerwatch.detect.context import Context
-from peerwatch.detect.groups import ACTIVITY, IDLE, MAIN, OTHER
+from peerwatch.detect.groups import ACTIVITY, IDLE, LONE, MAIN, OTHER
 
-KINDS = ((MAIN, "busy"), (OTHER, "other job"), (IDLE, "idle"))
+LONE_KIND = "own work, compared with no node"
+KINDS = ((MAIN, "busy"), (OTHER, "other job"), (IDLE, "idle"), (LONE, LONE_KIND))
 NO_ACTIVITY = "no GPU activity data"  # the engine then puts every node in one group
 
 
@@ -25,7 +27,7 @@ class WorkloadGroup:
     id: int  # 1-based
     of: int  # groups at that step
     size: int  # nodes in it
-    kind: str  # busy, other job, idle, or NO_ACTIVITY
+    kind: str  # busy, other job, idle, LONE_KIND, or NO_ACTIVITY
 
     @property
     def label(self) -> str:

@@ -59,6 +59,9 @@ class ClusterSpec:
     node_exporter reports all 224; 16 keep recordings small while keeping the per-CPU shape).
     ``old_exporter_fraction`` of nodes run an older dcgm-exporter (``Hostname`` label, XID
     without ``err_code``/``err_msg``). ``light_job_nodes`` spares run a lighter job for a while.
+    ``side_nodes`` are neither in the main job nor spares: each runs unsynchronised work of its own
+    (a dev node, a small job); ``second_job_nodes`` run a small synchronous job of their own
+    (``simulate.side_jobs``). Node order: main job, second job, side nodes, spares.
     """
 
     nodes: int = 63
@@ -70,6 +73,8 @@ class ClusterSpec:
     old_exporter_fraction: float = 0.3
     light_job_nodes: int = 1
     scrape_interval: float = 30.0
+    side_nodes: int = 0
+    second_job_nodes: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 2:
@@ -78,6 +83,12 @@ class ClusterSpec:
             raise ValueError(f"spares must be in [0, nodes), got {self.spares} of {self.nodes}")
         if self.light_job_nodes > self.spares:
             raise ValueError(f"light_job_nodes ({self.light_job_nodes}) cannot exceed spares ({self.spares})")
+        side = self.side_nodes + self.second_job_nodes
+        if min(self.side_nodes, self.second_job_nodes) < 0 or (side and self.training < 2):
+            raise ValueError(
+                f"side_nodes ({self.side_nodes}) and second_job_nodes ({self.second_job_nodes}) must be >= 0 "
+                f"and leave at least 2 of {self.nodes - self.spares} non-spare nodes in the main job"
+            )
         if not 0 < self.cpu_series <= self.hardware.threads:
             raise ValueError(f"cpu_series must be in [1, {self.hardware.threads}], got {self.cpu_series}")
         if self.scrape_interval <= 0:
@@ -85,7 +96,7 @@ class ClusterSpec:
 
     @property
     def training(self) -> int:
-        return self.nodes - self.spares
+        return self.nodes - self.spares - self.side_nodes - self.second_job_nodes
 
 
 def default_spec(nodes: int) -> ClusterSpec:
@@ -117,7 +128,7 @@ class Layout:
 
     @property
     def spares(self) -> tuple[int, ...]:
-        return tuple(range(self.spec.training, self.spec.nodes))
+        return tuple(range(self.spec.nodes - self.spec.spares, self.spec.nodes))
 
     def index(self, name: str) -> int:
         try:

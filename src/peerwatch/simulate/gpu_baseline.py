@@ -12,7 +12,7 @@ import numpy as np
 from peerwatch.model import FloatArray
 from peerwatch.simulate.cluster import Layout
 from peerwatch.simulate.phases import Activity, Phase
-from peerwatch.simulate.profiles import column
+from peerwatch.simulate.profiles import mixed
 from peerwatch.simulate.signals import AnyArray, ema
 from peerwatch.simulate.targets import Grid
 
@@ -30,9 +30,10 @@ def gpu_signals(layout: Layout, grid: Grid, act: Activity, dcgm_times: FloatArra
     hw = layout.spec.hardware
     n, g, t = layout.n, hw.gpus, grid.steps
     ph = act.phase[:, None, :].repeat(g, axis=1)  # (N, G, T)
+    load = None if act.load is None else act.load[:, None, :]
 
     def col(name: str) -> FloatArray:
-        return column(name)[ph]
+        return mixed(name, ph, load)
 
     def noise(sd: float) -> FloatArray:
         return rng.normal(0.0, sd, (n, g, t))

@@ -16,7 +16,7 @@ from peerwatch.simulate.cluster import NFS_MOUNTS, NFS_OPS, Layout
 from peerwatch.simulate.count_noise import apply_count_noise
 from peerwatch.simulate.events import Event
 from peerwatch.simulate.phases import Activity, Phase
-from peerwatch.simulate.profiles import column
+from peerwatch.simulate.profiles import mixed
 from peerwatch.simulate.signals import AnyArray, ema
 from peerwatch.simulate.targets import Grid
 
@@ -36,7 +36,7 @@ def host_signals(layout: Layout, grid: Grid, act: Activity, events: Sequence[Eve
     ph = act.phase
 
     def col(name: str) -> FloatArray:
-        return column(name)[ph]
+        return mixed(name, ph, act.load)
 
     def jit(sd: float, shape: tuple[int, ...] = (n, t)) -> FloatArray:
         return 1.0 + rng.normal(0.0, sd, shape)
@@ -77,7 +77,7 @@ def host_signals(layout: Layout, grid: Grid, act: Activity, events: Sequence[Eve
         "agent_reset": np.zeros((n, t), dtype=bool),
     }
     out.update(_ib(layout, grid, col("ib"), rng))
-    out.update(_nfs(layout, grid, ph, events, rng))
+    out.update(_nfs(layout, grid, ph, act.load, events, rng))
     apply_count_noise(out, grid, events, seed, "nfs")
     out.update(_net_disk(layout, grid, act, out["nfs_read_b"], out["nfs_write_b"], rng))
     apply_count_noise(out, grid, events, seed, "net")
@@ -108,16 +108,21 @@ def _ib(layout: Layout, grid: Grid, ib_gb: FloatArray, rng: np.random.Generator)
 
 
 def _nfs(
-    layout: Layout, grid: Grid, ph: np.ndarray, events: Sequence[Event], rng: np.random.Generator
+    layout: Layout,
+    grid: Grid,
+    ph: np.ndarray,
+    load: FloatArray | None,
+    events: Sequence[Event],
+    rng: np.random.Generator,
 ) -> dict[str, AnyArray]:
     n, t, m, o = layout.n, grid.steps, len(NFS_MOUNTS), len(NFS_OPS)
-    read, write, getattr_ = column("nfs_read")[ph], column("nfs_write")[ph], column("getattr")[ph]
+    read, write, getattr_ = mixed("nfs_read", ph, load), mixed("nfs_write", ph, load), mixed("getattr", ph, load)
     data_ops = np.stack([read, write, getattr_, 0.1 * getattr_, 0.15 * getattr_, 0.02 * read + 0.05], axis=1)
     home_ops = np.broadcast_to(HOME_OPS[None, :, None], (n, o, t))
     ops = np.stack([data_ops, home_ops], axis=1) * np.clip(1 + rng.normal(0, 0.1, (n, m, o, t)), 0.3, None)
     rtt = NFS_RTT[None, None, :, None] * np.clip(1 + rng.normal(0, 0.08, (n, m, o, t)), 0.5, None)
     queue = np.broadcast_to(NFS_QUEUE[None, None, :, None], (n, m, o, t)).copy()
-    queue[:, 0, 1, :] = column("write_queue")[ph]  # checkpoint WRITEs queue on the client (93% of latency)
+    queue[:, 0, 1, :] = mixed("write_queue", ph, load)  # checkpoint WRITEs queue on the client (93% of latency)
     queue *= np.clip(1 + rng.normal(0, 0.15, (n, m, o, t)), 0.3, None)
     for ev in events:
         if ev.kind == "storage_slowdown":  # server side: every node's RTT rises together

@@ -14,6 +14,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
+from peerwatch.model import FloatArray
 from peerwatch.simulate.events import Event
 from peerwatch.simulate.targets import BoolArray, Grid
 
@@ -48,12 +49,20 @@ class Activity:
     epoch: IntArray  # (T,) number of job restarts so far
     restarts: tuple[float, ...]  # start times of job restarts
     rank0: int  # node that lingers in checkpoints
+    load: FloatArray | None = None  # (N, T) share of full load on side work (side_jobs), NaN elsewhere
 
 
 def build_activity(
-    grid: Grid, training: int, events: Sequence[Event], membership: Membership, seed: int, names: tuple[str, ...]
+    grid: Grid,
+    training: int,
+    events: Sequence[Event],
+    membership: Membership,
+    seed: int,
+    names: tuple[str, ...],
+    side_load: FloatArray | None = None,
 ) -> Activity:
-    """Phase of every node at every step from the cluster events and membership changes."""
+    """Phase of every node at every step from the cluster events and membership changes; nodes with
+    a ``side_load`` (side_jobs) are on work of their own there (phase LIGHT at that load)."""
     rng = np.random.default_rng([seed, 4])
     n, t = len(names), grid.steps
     times = grid.times
@@ -66,6 +75,10 @@ def build_activity(
     phase = np.full((n, t), Phase.IDLE, dtype=np.int8)
     phase[member] = Phase.COMPUTE
     container = member.copy()
+    if side_load is not None:
+        side = ~np.isnan(side_load) & ~member
+        phase[side] = Phase.LIGHT
+        container |= side
     rank0 = 0
     restarts = sorted(e.start_ts for e in events if e.kind == "restart")
     epoch = np.searchsorted(np.asarray(restarts, dtype=np.float64), times, side="right").astype(np.int64)
@@ -98,7 +111,7 @@ def build_activity(
                 container[i, idle] = False
                 reload = span(ev.end_ts + shift[i], ev.end_ts + shift[i] + load) & member[i]
                 phase[i, reload] = Phase.LOADING
-    return Activity(phase, member, container, epoch, tuple(restarts), rank0)
+    return Activity(phase, member, container, epoch, tuple(restarts), rank0, side_load)
 
 
 _CLUSTER_PHASE = {"checkpoint": Phase.CHECKPOINT, "eval": Phase.EVAL, "stall": Phase.STALL, "restart": Phase.IDLE}

@@ -246,3 +246,15 @@ def column(name: str) -> FloatArray:
     if name not in {f.name for f in fields(Profile)}:
         raise KeyError(f"no profile column {name!r}")
     return np.array([getattr(PROFILES[Phase(i)], name) for i in range(len(Phase))], dtype=np.float64)
+
+
+def mixed(name: str, phase: np.ndarray, load: FloatArray | None) -> FloatArray:
+    """``column(name)[phase]``, except on side work (phase LIGHT with a known ``load``, broadcast
+    against ``phase``): between the idle and the compute profile by that share of full load."""
+    col = column(name)
+    out: FloatArray = col[phase]
+    if load is None:
+        return out
+    between = col[Phase.IDLE] + load * (col[Phase.COMPUTE] - col[Phase.IDLE])
+    out = np.where((phase == Phase.LIGHT) & ~np.isnan(load), between, out)
+    return out

@@ -33,6 +33,7 @@ from peerwatch.simulate.library import inject
 from peerwatch.simulate.phases import build_activity
 from peerwatch.simulate.rates import draw_faults
 from peerwatch.simulate.scenario import Scenario
+from peerwatch.simulate.side_jobs import plan_side_jobs
 from peerwatch.simulate.signals import Signals
 from peerwatch.simulate.targets import EXPORTER_INDEX, EXPORTERS, BoolArray, Grid, Schedule, plan_schedule
 from peerwatch.sources.replay import write_vm_jsonl
@@ -138,7 +139,9 @@ def simulate(scenario: Scenario) -> Simulation:
         requests += draw_faults(spec.training * spec.hardware.gpus, scenario.hours, seed, limit=spec.training // 2)
     plan = plan_faults(requests, grid, layout, seed)
     events = sorted([*benign, *plan.events], key=lambda e: (e.start_ts, e.kind))
-    act = build_activity(grid, spec.training, events, plan.membership, seed, layout.names)
+    side = plan_side_jobs(grid, layout, seed)
+    events = sorted([*events, *side.events], key=lambda e: (e.start_ts, e.kind))
+    act = build_activity(grid, spec.training, events, plan.membership, seed, layout.names, side.load)
     dcgm_times = sched.times[:, EXPORTER_INDEX["dcgm"], :]
     arrays = {**gpu_signals(layout, grid, act, dcgm_times, seed), **host_signals(layout, grid, act, events, seed)}
     glitch(arrays, events, layout, grid)

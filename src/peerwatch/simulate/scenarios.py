@@ -10,8 +10,11 @@
 The variant set (``--variants``) is each fault kind once more, on clusters unlike the reference:
 other sizes (so other numbers of spares), scrape intervals of 15, 30 and 60 s, all or none of the
 nodes on the older dcgm-exporter, fault times drawn from the seed, job and agent restarts and a
-remount in every run, two healthy runs, and fail-slow three times more on other clusters. A check
-on what the public set does not vary; a new ``--seed`` gives a set no threshold was chosen on.
+remount in every run, nodes on unsynchronised work of their own (1-6, drawn from the seed) and on
+some larger clusters a small synchronous second job (4-8 nodes), stalls, exporters restarted with
+the job, a PCIe reading of 32 lanes, noisy drop counters and rare NFS operations, two healthy runs,
+and fail-slow three times more on other clusters. A check on what the public set does not vary; a
+new ``--seed`` gives a set no threshold was chosen on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from peerwatch.simulate.cluster import ClusterSpec, default_spec
 from peerwatch.simulate.events import Benign
@@ -112,6 +117,16 @@ VARIANT_OLD_EXPORTER = (0.0, 1.0, 0.3)
 VARIANT_BENIGN = Benign(restarts=1, agent_restarts=1, remounts=1, noisy_drops=True, rare_nfs_ops=True)
 
 
+def _side_work(spec: ClusterSpec, seed: int, i: int) -> ClusterSpec:
+    """``spec`` with 1-6 nodes on work of their own and, on 32 nodes or more, half the time a second
+    job of 4-8 nodes, drawn from the seed; the main job keeps at least two thirds of its nodes."""
+    rng = np.random.default_rng([seed, i, 17])
+    room = (spec.nodes - spec.spares) // 3
+    side = min(int(rng.integers(1, 7)), room)
+    second = int(rng.integers(4, 9)) if spec.nodes >= 32 and rng.random() < 0.5 else 0
+    return replace(spec, side_nodes=side, second_job_nodes=min(second, room - side) if second else 0)
+
+
 def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
     """Each fault kind on a cluster unlike the reference, and two healthy runs (see the module doc)."""
     out = []
@@ -132,6 +147,7 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
             restart_exporters=(0.0, 0.3, 0.8)[(i // 2) % 3],
             pcie_glitches=(i + 1) % 2,
         )
+        spec = _side_work(spec, seed, i)
         hours = VARIANT_HOURS.get(kind, 3.0)
         out.append(Scenario(f"v_{kind}", spec, hours, seed + i, faults, benign, description=KINDS[kind].note))
     healthy = Benign(
@@ -144,13 +160,20 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
     more += [(ClusterSpec(nodes=64, spares=3, scrape_interval=15.0, old_exporter_fraction=0.0), 2.5)]
     more += [(ClusterSpec(nodes=24, spares=2, scrape_interval=30.0, old_exporter_fraction=0.5), 4.0)]
     extra = [
-        Scenario(f"v_fail_slow_{j + 2}", spec, hours, seed + 103 + j, (FaultRequest("fail_slow"),), VARIANT_BENIGN)
+        Scenario(
+            f"v_fail_slow_{j + 2}",
+            _side_work(spec, seed, 103 + j),
+            hours,
+            seed + 103 + j,
+            (FaultRequest("fail_slow"),),
+            VARIANT_BENIGN,
+        )
         for j, (spec, hours) in enumerate(more)
     ]
     out += [
         Scenario(
             "v_healthy_60s",
-            ClusterSpec(nodes=32, spares=2, scrape_interval=60.0, old_exporter_fraction=1.0),
+            _side_work(ClusterSpec(nodes=32, spares=2, scrape_interval=60.0, old_exporter_fraction=1.0), seed, 101),
             6.0,
             seed + 101,
             benign=healthy,
@@ -158,7 +181,7 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
         ),
         Scenario(
             "v_healthy_15s",
-            ClusterSpec(nodes=24, spares=2, scrape_interval=15.0, old_exporter_fraction=0.0),
+            _side_work(ClusterSpec(nodes=24, spares=2, scrape_interval=15.0, old_exporter_fraction=0.0), seed, 102),
             4.0,
             seed + 102,
             benign=healthy,

@@ -4,7 +4,8 @@ A cell is the strongest detector score at the last evaluated step among the node
 that category (``gpu/3`` is ``gpu``, ``ib/mlx5_0`` is ``ib``); a cell with an open alarm is
 outlined. Nodes are grouped: open alarm, in service, spare pool, not seen; when the last evaluation
 found more than one workload group (the peers a node is compared with), each of those sections is
-split by workload group, so an idle spare pool or nodes on another job show as blocks of their own.
+split by workload group, so an idle spare pool or nodes on another job show as blocks of their own;
+nodes whose work no other node shares (never compared) are named in the legend.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peerwatch.service.evaluation import ScoreKey
+from peerwatch.service.workload import LONE_KIND
 from peerwatch.web.format import number
 from peerwatch.web.page import badge, esc
 
@@ -129,11 +131,18 @@ def render_cluster(
         + "</p>"
     )
     if workload:
+        alone = sorted(str(v["node"]) for v in views if v.get("group") and v["group"]["kind"] == LONE_KIND)
         legend += (
             '<p class="legend">workload groups (a node is compared with its own group only): '
             + " · ".join(esc(workload[g]) for g in sorted(workload))
             + "</p>"
         )
+        if alone:  # their soft metrics never alarm by comparison; hardware signals still do
+            legend += (
+                '<p class="legend lone">not compared, no node shares their work: '
+                + ", ".join(esc(n) for n in alone)
+                + "</p>"
+            )
     split = len(workload) > 1
     sections = []
     for key, name in GROUPS:
