@@ -45,7 +45,8 @@ def test_analyze_writes_the_guide_contract(analyzed: list[dict]) -> None:  # typ
     for alarm in analyzed:
         assert list(alarm) in (CONTRACT_KEYS, [*CONTRACT_KEYS, "updates"])
         for update in alarm.get("updates", []):  # later changes of the same alarm, each at its own step
-            assert list(update) == ["ts", "severity", "diagnosis", "action"] and update["ts"] > alarm["ts"]
+            assert list(update) == ["ts", "severity", "diagnosis", "action", "component"]
+            assert update["ts"] > alarm["ts"]
         assert alarm["severity"] in ("warning", "critical") and alarm["action"] in ("watch", "drain", "swap")
         assert isinstance(alarm["ts"], float) and alarm["evidence"]
         for e in alarm["evidence"]:

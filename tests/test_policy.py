@@ -204,6 +204,7 @@ def test_a_hard_failure_on_a_suspected_node_escalates_the_same_alarm() -> None:
     line = alarm.as_json()
     assert (line["diagnosis"], line["severity"], line["action"]) == ("performance_degradation", "warning", "watch")
     escalation = {"ts": START + 45 * STEP, "severity": "critical", "diagnosis": "nvlink", "action": "swap"}
+    escalation["component"] = "gpu/1"
     assert line["updates"] == [escalation]
     assert (alarm.diagnosis, alarm.severity, alarm.action, alarm.component) == ("nvlink", "critical", "swap", "gpu/1")
 

@@ -210,8 +210,15 @@ class AlarmChange:
     component: str
 
     def as_json(self) -> dict[str, object]:
-        """One entry of the ``updates`` list of GUIDE 3.1 (the component only where it changed too)."""
-        return {"ts": self.ts, "severity": self.severity, "diagnosis": self.diagnosis, "action": self.action}
+        """One entry of the ``updates`` list of GUIDE 3.1, extended by the component (a change may be
+        one of place only: the mount or port named once more evidence came)."""
+        return {
+            "ts": self.ts,
+            "severity": self.severity,
+            "diagnosis": self.diagnosis,
+            "action": self.action,
+            "component": self.component,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from peerwatch.diagnose.rules import HARDWARE, Diagnoser
 from peerwatch.model import Alarm, AlarmChange, Finding
 
 SURE_DETECTORS = frozenset({"state", "presence", "agent"})
-HARDWARE_PARTS = (*HARDWARE, "net/")  # components whose error counters are hardware's own word
+
 # Detectors whose findings are hardware's own word (a counter of errors, a state): never held in a
 # transition. Everything else (peer comparisons, drifts) is a soft signal that work changes move.
 HARD_DETECTORS = SURE_DETECTORS | {"counter"}
@@ -189,10 +189,11 @@ class Policy:
                         continue
                     self._review(incident, ts, news)
                     continue
-                # Hardware's own error counters open at once; a node's symptom counters (TCP and
-                # RPC retransmissions) wait for continuity, so the cause has time to show.
+                # Device error counters open at once; a node's symptom counters (TCP and RPC
+                # retransmissions) and its NICs' errors (as often the storage path's trouble as the
+                # NIC's) wait for continuity, so the cause has time to show.
                 counting = any(
-                    f.detector == "counter" and f.score >= st.counter_open and f.component.startswith(HARDWARE_PARTS)
+                    f.detector == "counter" and f.score >= st.counter_open and f.component.startswith(HARDWARE)
                     for f in mine
                 )
                 strong_steps = sum(s >= st.open_score for s in recent)
