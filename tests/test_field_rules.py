@@ -158,3 +158,14 @@ def test_an_escalation_is_an_update_of_the_alarm_line(glitch: tuple[dict[str, Fr
     updates = line["updates"]
     assert isinstance(updates, list) and [u["severity"] for u in updates] == ["critical"]
     assert updates[0]["ts"] > alarm.ts and alarm.severity == "critical"
+
+
+def test_an_impossible_pcie_width_is_said_once(
+    glitch: tuple[dict[str, Frame], Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    frames, labels = glitch
+    with caplog.at_level("WARNING", logger="peerwatch.detect.states"):
+        analysed(frames, labels)
+    said = sorted(r.getMessage() for r in caplog.records if "no possible PCIe" in r.getMessage())
+    # Once per series: dcgm-exporter's and all-smi's reading of the same link.
+    assert len(said) == 2 and "DCGM_FI_DEV_PCIE_LINK_WIDTH 32" in said[0] and "all_smi" in said[1], said

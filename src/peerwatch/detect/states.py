@@ -12,6 +12,7 @@ it to save power.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -41,8 +42,8 @@ PCIE = {
     "all_smi_gpu_pcie_gen_current": ("gen", None),
     "all_smi_gpu_pcie_width_current": ("width", None),
 }
-# Values a PCIe link can report: generations 1-7, the widths the specification defines.
-PCIE_POSSIBLE = {"gen": frozenset(range(1, 8)), "width": frozenset({1, 2, 4, 8, 12, 16, 32})}
+# Values a GPU's PCIe link can report: generations 1-7; widths x1 to x16 (no GPU has a wider link).
+PCIE_POSSIBLE = {"gen": frozenset(range(1, 8)), "width": frozenset({1, 2, 4, 8, 16})}
 PCIE_VALUES = 33  # value bins of the running counts (0..32)
 MODEL_LABELS = ("modelName", "model_name", "gpu_model", "model")
 # clock throttle / event reason bits (NVML): which count as thermal and which as power
@@ -50,6 +51,7 @@ THROTTLE_FAMILIES = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_E
 THERMAL_BITS = 0x20 | 0x40  # SW thermal slowdown, HW thermal slowdown
 POWER_BITS = 0x80 | 0x08  # HW power brake, HW slowdown
 BUSY_UTIL = 20.0
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ class StateSettings:
 @dataclass
 class StateMemory:
     """Steps scanned since the run's start and, by frame name: each XID row's last present value and
-    first present step, whether each link row was ever healthy and is watched at all, each PCIe row's
-    best so far and its GPU's utilisation row, each throttle reason's flags over the last steps."""
+    first present step, whether each link row was ever healthy and is watched at all, the PCIe values
+    counted per GPU model, each PCIe row's model, utilisation and capability rows, each throttle
+    reason's flags over the last steps, and the PCIe rows whose impossible value was already said."""
 
     steps: int = 0
     xid_last: dict[str, FloatArray] = field(default_factory=dict)
@@ -76,6 +79,7 @@ class StateMemory:
     util_rows: dict[str, RowMatch] = field(default_factory=dict)
     cap_rows: dict[str, RowMatch] = field(default_factory=dict)
     throttled: dict[tuple[str, int], BoolArray] = field(default_factory=dict)  # (frame, bits): last history-1 steps
+    pcie_noted: dict[str, set[int]] = field(default_factory=dict)  # rows whose impossible value was said
 
     def copy(self) -> StateMemory:
         """A copy whose dicts can take new arrays without touching this one's (arrays are never changed in place)."""
@@ -91,6 +95,7 @@ class StateMemory:
             dict(self.util_rows),
             dict(self.cap_rows),
             dict(self.throttled),
+            {k: set(v) for k, v in self.pcie_noted.items()},
         )
 
 
@@ -200,6 +205,7 @@ class StateDetector:
     ) -> list[Finding]:
         v, name = s.values, s.frame.name
         possible = np.isin(np.nan_to_num(v, nan=-1.0), list(PCIE_POSSIBLE[what]))
+        self._note_impossible(ctx, s, ~possible & ~np.isnan(v), what, mem)
         counted = possible & (_busy(s, util, mem) if what == "gen" else True)
         # What most links of the same model report (busy, for the generation), counted causally.
         models = self._models(s, mem)
@@ -227,6 +233,22 @@ class StateDetector:
         score = np.where(low, 4.0 + 4.0 * (1.0 - v / np.where(expected > 0, expected, 1.0)), 0.0)
         label = f"PCIe {what}; expected"
         return emit(ctx, s, score, expected, None, self.settings.report, self.name, label, "pcie_downgrade")
+
+    def _note_impossible(self, ctx: Context, s: Series, bad: BoolArray, what: str, mem: StateMemory) -> None:
+        """A value no PCIe link can have is the exporter's or driver's problem: said once per series."""
+        noted = mem.pcie_noted.setdefault(s.frame.name, set())
+        for r in np.flatnonzero(bad.any(axis=1)):
+            if int(r) not in noted and s.node_index[r] >= 0:
+                noted.add(int(r))
+                c = int(np.argmax(bad[r]))
+                log.warning(
+                    "%s %s: %s %g is no possible PCIe link %s (a data problem); not judged",
+                    ctx.nodes[int(s.node_index[r])],
+                    s.components[r],
+                    s.frame.name,
+                    s.values[r, c],
+                    what,
+                )
 
     def _models(self, s: Series, mem: StateMemory) -> IntArray:
         """Each row's GPU model id (rows new to the run looked up once)."""
