@@ -6,8 +6,10 @@ checkpoint, exporters restarted with the containers). While that goes on, soft d
 nodes (NFS round trips while each reloads, traffic, temperatures) are the transition's, not a
 fault's. A node is *held* while the job's median activity is well under its working level and the
 node's own activity is down with it (or unknown), and for a settling time after: the policy then
-neither builds nor breaks its continuity from soft findings. A node that stays busy while the
-others stall is not held: it is the odd one out, and may be the cause.
+neither builds nor breaks its continuity from soft findings. Idle spares are held too: exporters
+are restarted across the cluster in a restart (a DaemonSet rolled with the job), and one of theirs
+is news only when it outlasts the transition. A node that stays busy while the others stall is not
+held: it is the odd one out, and may be the cause.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from peerwatch.detect.context import IntArray
-from peerwatch.detect.groups import IDLE, MAIN
+from peerwatch.detect.groups import MAIN
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import BoolArray, FloatArray
 
@@ -71,7 +73,7 @@ def held_nodes(
     low = st.drop * working
     in_transition = median < low  # NaN compares False: no main job known, no transition
     down = np.isnan(activity) | (activity < low[None, :])
-    part = in_transition[None, :] & down & (groups != IDLE)
+    part = in_transition[None, :] & down
     before = np.full(n, NEVER, dtype=np.int64) if state is None else grow(state.since, n, NEVER)
     idx = np.arange(steps)
     last = np.maximum.accumulate(np.where(part, idx, -1 - np.minimum(before, NEVER)[:, None]), axis=1)
