@@ -48,6 +48,4 @@ def assert_same_alarms(streamed_alarms: list[Alarm], whole: list[Alarm]) -> None
 
     assert [view(a) for a in streamed_alarms] == [view(a) for a in whole]
     for x, y in zip(streamed_alarms, whole, strict=True):
-        # The peer detector's scores are not exact across chunkings (found here: up to 12% on a few
-        # IB traffic findings, already so before these rules); the decisions above are exact.
-        assert x.score == pytest.approx(y.score, rel=0.05)
+        assert x.score == pytest.approx(y.score, rel=1e-6)
