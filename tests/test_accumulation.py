@@ -25,10 +25,10 @@ from peerwatch.detect.accumulation import (
     Events,
     Scores,
     accumulation_scores,
-    log10_poisson_tail,
 )
 from peerwatch.detect.context import Context
 from peerwatch.detect.groups import MAIN
+from peerwatch.detect.poisson import poisson_surprise
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, detect, load_frames
 from peerwatch.frames import Frame
@@ -60,13 +60,13 @@ def scores(inc: FloatArray, cuts: tuple[int, ...] = ()) -> Scores:
 @pytest.mark.parametrize(("n", "mu"), [(2, 0.04), (3, 0.04), (5, 0.17), (10, 5.0), (3, 2.9), (40, 30.0)])
 def test_poisson_tail_matches_the_sum_of_its_terms(n: int, mu: float) -> None:
     want = math.log10(sum(math.exp(-mu + k * math.log(mu) - math.lgamma(k + 1)) for k in range(n, n + 200)))
-    assert log10_poisson_tail(np.array([n]), np.array([mu]))[0] == pytest.approx(want, rel=1e-9)
+    assert -poisson_surprise(np.array([n]), np.array([mu]))[0] == pytest.approx(want, rel=1e-9)
 
 
 def test_tiny_probabilities_keep_their_digits() -> None:
     # 1 - cdf would round this to log10(0); the tail's own terms do not.
     want = (-0.05 + 60 * math.log(0.05) - math.lgamma(61)) / math.log(10)  # the first term dominates
-    assert log10_poisson_tail(np.array([60]), np.array([0.05]))[0] == pytest.approx(want, abs=1e-3)
+    assert -poisson_surprise(np.array([60]), np.array([0.05]))[0] == pytest.approx(want, abs=1e-3)
 
 
 def test_a_steady_grower_opens_within_an_hour_of_growth_while_flat_peers_score_nothing() -> None:

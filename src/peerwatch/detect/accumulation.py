@@ -29,6 +29,7 @@ import numpy as np
 from peerwatch.catalog.schema import Category, Direction, Unit
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.counters import increments
+from peerwatch.detect.poisson import poisson_surprise
 from peerwatch.detect.stream import grow
 from peerwatch.detect.temporal import node_groups, node_reference, per_row
 from peerwatch.model import Evidence, Finding, FloatArray
@@ -54,21 +55,6 @@ class AccumulationSettings:
     report: float = 4.0
     cap: float = 12.0  # a precursor: never the policy's sure 15
     units: frozenset[Unit] = UNITS
-
-
-def log10_poisson_tail(n: IntArray, mu: FloatArray, terms: int = 40) -> FloatArray:
-    """log10 P(N >= n) for N ~ Poisson(mu), n >= 1 and 0 < mu < n: summed from the tail's own terms so
-    that tiny probabilities keep their digits (1 - cdf would round them to 0)."""
-    k = n.astype(np.float64)
-    log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, int(n.max(initial=0)) + 1)))])
-    log_pmf = -mu + k * np.log(mu) - log_fact[n]
-    term, total = np.ones_like(mu), np.ones_like(mu)
-    for j in range(1, terms):
-        term = term * mu / (k + j)
-        total += term
-    total += term * mu / (k + terms - mu)  # what is left: at most a geometric tail of ratio mu / (n + terms)
-    out: FloatArray = np.minimum(0.0, (log_pmf + np.log(total)) / np.log(10.0))
-    return out
 
 
 @dataclass
@@ -144,7 +130,7 @@ def accumulation_scores(
         score = np.zeros((active.size, n))
         test = (count >= settings.min_increases) & (count > mu) & (key >= 0)[:, None]
         if test.any():
-            score[test] = -settings.per_decade * log10_poisson_tail(count[test].astype(np.int64), mu[test])
+            score[test] = settings.per_decade * poisson_surprise(count[test], mu[test])
         better = score > best
         best = np.where(better, score, best)
         out.window[active] = np.where(better, i, out.window[active])
