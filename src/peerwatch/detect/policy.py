@@ -228,12 +228,6 @@ class Policy:
         if not incident.changes or replace(incident.changes[-1], ts=ts) != view:
             incident.changes.append(view)
 
-    def _early(self, incident: _Incident, f: Finding, step: float) -> bool:
-        # The cause shows first; later on a failed node shows everything (idle GPUs, low PCIe gen).
-        # Past the first minutes only sure hard findings (an XID, a vanished GPU) still count.
-        horizon = incident.opened + self.settings.diagnose_within * step
-        return f.ts <= horizon or (f.detector in SURE_DETECTORS and f.score >= self.settings.immediate)
-
     def _add(self, incident: _Incident, findings: Sequence[Finding], step: float) -> bool:
         """Keep what the diagnosis uses: the findings of the first minutes, and past them sure hard
         findings, one per detector, signal and component (an incident open for days does not hold
@@ -241,13 +235,15 @@ class Policy:
         if not findings:
             return False
         incident.last_finding = max(incident.last_finding, max(f.ts for f in findings))
+        # The cause shows first; later on a failed node shows everything (idle GPUs, low PCIe gen).
         horizon = incident.opened + self.settings.diagnose_within * step
         kept = []
         for f in findings:
+            key = (f.detector, f.signal, f.component)
             if f.ts <= horizon:
                 kept.append(f)
-            elif self._early(incident, f, step) and (f.detector, f.signal, f.component) not in incident.late_keys:
-                incident.late_keys.add((f.detector, f.signal, f.component))
+            elif f.detector in SURE_DETECTORS and f.score >= self.settings.immediate and key not in incident.late_keys:
+                incident.late_keys.add(key)
                 kept.append(f)
         incident.findings.extend(kept)
         return bool(kept)
