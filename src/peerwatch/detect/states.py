@@ -44,7 +44,7 @@ PCIE = {
 }
 # Values a GPU's PCIe link can report: generations 1-7; widths x1 to x16 (no GPU has a wider link).
 PCIE_POSSIBLE = {"gen": frozenset(range(1, 8)), "width": frozenset({1, 2, 4, 8, 16})}
-PCIE_VALUES = 33  # value bins of the running counts (0..32)
+PCIE_VALUES = max(max(v) for v in PCIE_POSSIBLE.values()) + 1  # bins of the running counts of possible values
 MODEL_LABELS = ("modelName", "model_name", "gpu_model", "model")
 # clock throttle / event reason bits (NVML): which count as thermal and which as power
 THROTTLE_FAMILIES = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
