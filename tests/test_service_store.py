@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from peerwatch.act.spares import AVAILABLE, IN_USE
 from peerwatch.cli import app
-from peerwatch.model import Alarm, Evidence
+from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service import Service
 from peerwatch.service.config import StoreConfig, config_from_dict
 from peerwatch.service.errors import ConfigError, Conflict, NotFound
@@ -403,3 +403,47 @@ def test_a_second_serve_on_a_held_store_refuses_to_start_and_a_service_that_lost
     assert not service.leader
     other.close()
     service.store.close()
+
+
+def test_an_escalated_alarm_keeps_its_changes_across_a_reopen(reopen: OpenStore) -> None:
+    opened = AlarmChange(300.0, "warning", "performance_degradation", "watch", "node")
+    now = AlarmChange(450.0, "critical", "nvlink", "swap", "gpu/2")
+    escalated = replace(alarm("gpu003", 300), changes=(opened, now))
+    store = reopen()
+    store.commit(StepChanges([stored(escalated)]))
+    store.close()
+    (got,) = reopen().alarms()
+    assert got.alarm.changes == (opened, now) and got.alarm.as_json()["diagnosis"] == "performance_degradation"
+
+
+def _drop_changes_column(kind: str, where: str) -> None:
+    """Make the store's alarms table as it was before alarms kept their escalations."""
+    if kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(where) as db:
+            db.execute("ALTER TABLE alarms DROP COLUMN changes")
+    else:
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as db:
+            db.execute("ALTER TABLE alarms DROP COLUMN changes")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.services)])
+def test_a_store_made_before_escalations_gains_the_column_in_place(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = str(tmp_path / "s.sqlite") if kind == "sqlite" else request.getfixturevalue("postgres_url")
+    config = StoreConfig(sqlite=Path(where)) if kind == "sqlite" else StoreConfig(postgres=where)
+    store = open_store(config)
+    store.commit(StepChanges([stored(alarm("gpu003", 300))]))
+    store.close()
+    _drop_changes_column(kind, where)
+    store = open_store(config)  # the old table: the column is added, the row kept
+    (old,) = store.alarms()
+    assert old.alarm.changes == () and old.alarm.node == "gpu003"
+    first = AlarmChange(330.0, "warning", "unknown", "watch", "node")
+    store.commit(StepChanges([stored(replace(alarm("gpu004", 330), changes=(first,)))]))
+    assert [len(s.alarm.changes) for s in store.alarms()] == [1, 0]
+    store.close()
