@@ -3,7 +3,7 @@
     python benchmarks/bench_exposition.py [FILE ...]
 
 Prints lines per second, the median of 5 runs, for each input: node_exporter's e2e output
-(from ../shared/data) by default, and the same with a millisecond timestamp on every sample
+(from tests/data) by default, and the same with a millisecond timestamp on every sample
 (what a recording looks like). Lenient mode is the hot path; strict mode is shown for reference.
 """
 
@@ -26,7 +26,7 @@ RUNS = 5
 
 def shared_data() -> Path:
     root = Path(__file__).resolve().parents[1]
-    return Path(os.environ.get("PEERWATCH_SHARED_DATA", root.parent / "shared" / "data"))
+    return Path(os.environ.get("PEERWATCH_SHARED_DATA", root / "tests" / "data"))
 
 
 def with_timestamps(text: str, start_ms: int = 1_764_460_800_000) -> str:

@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/build_catalog.py [SHARED_DATA] [OUT_CSV]
 
-Names and declared types come from ../shared/data (node_exporter's e2e output, the dcgm-exporter
+Names and declared types come from tests/data (node_exporter's e2e output, the dcgm-exporter
 CSVs including their commented-out fields, the Datadog dcgm fixture, all-smi's name list, API.md
 and sample, Backend.AI's metrics.csv), the peerwatch agent's own family table
 (peerwatch.agent.families), plus the EXTRA lists below for families those files lack
@@ -830,7 +830,7 @@ def classify(
 
 
 def main(argv: list[str]) -> int:
-    data = Path(argv[1]) if len(argv) > 1 else ROOT.parent / "shared" / "data"
+    data = Path(argv[1]) if len(argv) > 1 else ROOT / "tests" / "data"
     out = Path(argv[2]) if len(argv) > 2 else ROOT / "src" / "peerwatch" / "catalog" / "families.csv"
     fams = gather(data)
     categories, units = _table(CATEGORY_TABLE), _table(UNIT_TABLE)

@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def shared_data_dir() -> Path:
-    """`../shared/data` beside the checkout (CI lays it there), or $PEERWATCH_SHARED_DATA."""
-    return Path(os.environ.get("PEERWATCH_SHARED_DATA", REPO.parent / "shared" / "data"))
+    """`tests/data` (third-party data, each folder with its SOURCE.md), or $PEERWATCH_SHARED_DATA."""
+    return Path(os.environ.get("PEERWATCH_SHARED_DATA", REPO / "tests" / "data"))
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Metric names, types and labels match the real exporters' lists in ../shared/data."""
+"""Metric names, types and labels match the real exporters' lists in tests/data."""
 
 from __future__ import annotations
 
