@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ app = typer.Typer(
     help="Detect failing GPUs, links and hosts in GPU training clusters by comparing peers.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # typer's rich help prints flags as `--json <bool>`, as if they took a value
 )
 
 
@@ -38,7 +40,8 @@ def catalog(
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Recorded files or folders, a Prometheus/VictoriaMetrics URL, or an exporter's /metrics URL."
+            metavar="INPUT",
+            help="Recorded files or folders, a Prometheus/VictoriaMetrics URL, or an exporter's /metrics URL.",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -93,8 +96,18 @@ _register_subcommands()
 
 @app.command()
 def analyze(
-    inputs: Annotated[list[str], typer.Argument(help="Recorded files or folders, a TSDB URL, or exporter URLs.")],
-    out: Annotated[Path, typer.Option("--out", help="Write one JSON line per alarm here (GUIDE 3.1).")],
+    inputs: Annotated[
+        list[str],
+        typer.Argument(metavar="INPUT", help="Recorded files or folders, a TSDB URL, or exporter URLs."),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Write one JSON line per alarm here ('-': standard output); the fields are listed in "
+            "docs/detection.md.",
+        ),
+    ],
     step: Annotated[
         float | None,
         typer.Option(help="Step of the alignment grid, seconds (default: the data's scrape interval, at least 30)."),
@@ -108,19 +121,24 @@ def analyze(
     from peerwatch.detect.group_summary import summary
     from peerwatch.engine import analyze_context, load_frames
     from peerwatch.model import ProblemLog
+    from peerwatch.progress import working
     from peerwatch.render import render_alarms
 
     problems = ProblemLog()
-    frames = load_frames(inputs, step=step, start=start, end=end, problems=problems)
+    with working("reading " + ", ".join(inputs)):
+        frames = load_frames(inputs, step=step, start=start, end=end, problems=problems)
     if not frames:
         typer.echo("error: nothing usable was read from " + ", ".join(inputs), err=True)
         for p in problems.problems[:10]:
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
-    ctx, alarms = analyze_context(frames)
-    with out.open("w") as f:
-        for alarm in alarms:
-            f.write(json.dumps(alarm.as_json()) + "\n")
+    with working(f"judging {len(frames)} metric families"):
+        ctx, alarms = analyze_context(frames)
+    lines = "".join(json.dumps(alarm.as_json()) + "\n" for alarm in alarms)
+    if str(out) == "-":
+        sys.stdout.write(lines)
+    else:
+        out.write_text(lines)
     console = Console(stderr=True)
     console.print(summary(ctx.nodes, ctx.groups), markup=False, highlight=False, soft_wrap=True)
     render_alarms(alarms, problems, console)

@@ -19,8 +19,12 @@ from peerwatch.act.fleet import BASELINES, ComparisonRow, FleetReport, compare_r
 from peerwatch.act.history import FaultHistory, HistoryError, load_history, parse_ts
 from peerwatch.act.risk import DEFAULT_PARAMS, RiskParams, select_risk_params
 
-fleet_app = typer.Typer(help="Fault history of the fleet: lemons, spares, risk ranking.", no_args_is_help=True)
-burnin_app = typer.Typer(help="InfiniBand burn-in results: which ports to disable.", no_args_is_help=True)
+fleet_app = typer.Typer(
+    help="Fault history of the fleet: lemons, spares, risk ranking.", no_args_is_help=True, rich_markup_mode=None
+)
+burnin_app = typer.Typer(
+    help="InfiniBand burn-in results: which ports to disable.", no_args_is_help=True, rich_markup_mode=None
+)
 
 SPARK = "▁▂▃▄▅▆▇█"
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS

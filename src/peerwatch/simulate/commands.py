@@ -6,13 +6,14 @@ arguments and calls the library.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from peerwatch.simulate.cluster import default_spec
-from peerwatch.simulate.faults import KINDS, FaultRequest
+from peerwatch.simulate.faults import KINDS, Fault, FaultRequest
 from peerwatch.simulate.recording import simulate, write_recording
 from peerwatch.simulate.scenario import Scenario
 from peerwatch.simulate.scenarios import write_scenarios
@@ -43,6 +44,17 @@ def parse_faults(text: str) -> tuple[tuple[FaultRequest, ...], bool]:
     return tuple(requests), random
 
 
+def describe_faults(faults: Sequence[Fault], start: float) -> str:
+    """What a run injects, one fault per line, times from the start of the run."""
+    if not faults:
+        return "injecting no faults (a healthy run; --faults KIND,... or --faults random injects some)"
+    lines = [f"injecting {len(faults)} fault{'s' if len(faults) > 1 else ''}:"]
+    for f in sorted(faults, key=lambda f: f.onset_ts):
+        fails = "" if f.failure_ts is None else f", fails at +{(f.failure_ts - start) / 3600:.2f} h"
+        lines.append(f"  {f.kind} on {f.node} {f.component} from +{(f.onset_ts - start) / 3600:.2f} h{fails}")
+    return "\n".join(lines)
+
+
 def simulate_command(
     out: Annotated[
         Path | None, typer.Option("--out", help="Write one recording (metrics.jsonl + labels.json) here.")
@@ -59,7 +71,13 @@ def simulate_command(
     seed: Annotated[
         int | None, typer.Option("--seed", min=0, help="Same seed, byte-identical output (sets: 7, variants: 100).")
     ] = None,
-    faults: Annotated[str, typer.Option("--faults", help="KIND[@NODE][:AT],... or 'random' (MTTF table).")] = "",
+    faults: Annotated[
+        str,
+        typer.Option(
+            "--faults",
+            help="Faults to inject: KIND[@NODE][:AT],... or 'random' (MTTF table). Default: none, a healthy run.",
+        ),
+    ] = "",
     fmt: Annotated[
         str, typer.Option("--format", help="vm-jsonl (VictoriaMetrics export) or prom (text).")
     ] = "vm-jsonl",
@@ -103,6 +121,7 @@ def simulate_command(
         sim = simulate(scenario)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    typer.echo(describe_faults(sim.faults, sim.grid.start))
     if out is not None:
         written = write_recording(sim, out, fmt=fmt, compress=compress)
         typer.echo(f"{written.metrics}: {written.series} series, {written.samples} samples; {written.labels}")

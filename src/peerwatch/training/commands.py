@@ -23,6 +23,7 @@ app = typer.Typer(
     help="Training-level signals: throughput/MFU curve shapes and NCCL hang culprits.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 
