@@ -90,6 +90,7 @@ class XidCheck:
     catalog: Mapping[int, XidEntry] = field(default_factory=load_catalog)
     max_age: float | None = None
     sys_root: Path = Path("/sys")  # only to see whether the nvidia module is loaded
+    driver_in_log: bool = False  # True: NVRM/nvidia lines in the log show the driver was loaded (saved logs)
     clock: Callable[[], float] = time.time
     name: str = "xid"
 
@@ -112,7 +113,9 @@ class XidCheck:
             yield judge_sxids(self.name, bus, sxids, self.clock(), self.max_age)
         if not by_gpu and not index and not by_switch:
             read = f"no Xid in {log.where} ({len(log.lines)} lines)"
-            if (self.sys_root / "module" / "nvidia").is_dir():
+            if (self.sys_root / "module" / "nvidia").is_dir() or (
+                self.driver_in_log and any("NVRM" in ln.text or "nvidia" in ln.text for ln in log.lines)
+            ):
                 yield CheckResult(self.name, "node", Status.OK, read)
             else:  # without the driver no Xid can be logged: silence proves nothing
                 yield unknown(self.name, f"{read}, but the nvidia driver is not loaded")
