@@ -57,6 +57,11 @@ def test_stamps_real_logs_use(raw: str, fields: tuple[int, ...] | None, text: st
     assert line.text == (text or "NVRM: Xid (PCI:0000:3b:00): 79, x")
 
 
+def test_journal_short_unix_stamp() -> None:
+    line = parse_line("1740910542.123456 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, x", BOOT)
+    assert line == LogLine(1740910542.123456, "NVRM: Xid (PCI:0000:3b:00): 79, x")
+
+
 def test_dmesg_x_iso_and_raw_kmsg_times() -> None:
     iso = parse_line("kern  :warn  : 2025-01-21T02:21:33,498559+00:00 NVRM: x", BOOT)
     assert iso.ts == pytest.approx(1737426093.498559)

@@ -148,6 +148,8 @@ def test_live_check_and_saved_csv_read_alike() -> None:
         ("<nvidia_smi_log>\n<gpu id='0000:01:00.0'><uuid></gpu>\n</nvidia_smi_log>\n", "line 2: not well-formed"),
         ("==============NVSMI LOG==============\n\nDriver Version : 535.54\n", "no 'GPU 0000:xx:00.0' block"),
         ("uuid, fan.speed [%]\n", "names no GPU"),
+        # lspci -vv of a GPU says "NVIDIA" but is no kernel log (fabric's lspci reader takes it)
+        ("3b:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)\n", "no reader recognises"),
     ],
 )
 def test_bad_input_names_what_is_wrong(raw: str, message: str) -> None:

@@ -151,6 +151,8 @@ _FORMATS: tuple[tuple[re.Pattern[str], Callable[[str], float]], ...] = (
         re.compile(r"^(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(?P<msg>.*)$"),
         _from_iso,
     ),
+    # journalctl -o short-unix: epoch seconds
+    (re.compile(r"^(?P<stamp>\d{9,11}\.\d+)\s+(?P<msg>\S+ \S.*)$"), float),
     # dmesg -T
     (
         re.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?(?P<msg>.*)$"),

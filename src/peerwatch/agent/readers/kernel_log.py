@@ -14,7 +14,8 @@ from peerwatch.agent.xid import XidCheck
 
 FORMAT = "kernel-log"
 
-_DRIVER = re.compile(r"NVRM|nvidia|SXid", re.IGNORECASE)
+# Driver words of the kernel log; not "NVIDIA" alone, which lspci and nvidia-smi print too.
+_DRIVER = re.compile(r"NVRM|SXid|nvidia-nvswitch|nvidia-modeset|\bnvidia: ")
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class _Saved:
 
 
 def detect(text: str) -> bool:
-    """Among the first lines, one carries a kernel-log stamp, or NVRM / nvidia / SXid words."""
+    """Among the first lines, one carries a kernel-log stamp or prefix, or the driver's NVRM / SXid words."""
     for line in first_lines(text):
         parsed = parse_line(line)
         if parsed.ts is not None or parsed.text != line or _DRIVER.search(line):
