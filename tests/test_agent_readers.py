@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from peerwatch.agent.checks import Status
-from peerwatch.agent.nvidia import QUERY_FIELDS, REMAP_FIELDS, NvidiaSmi, NvidiaSmiCheck
+from peerwatch.agent.nvidia import QUERY_FIELDS, RECOVERY_FIELDS, REMAP_FIELDS, NvidiaSmi, NvidiaSmiCheck
 from peerwatch.agent.readers import ReadError, read_saved, reader_for
 from peerwatch.agent.readers.nvidia_smi_csv import parse_csv
 from peerwatch.agent.readers.nvidia_smi_query import parse_query_text
@@ -138,6 +138,28 @@ def test_live_check_and_saved_csv_read_alike() -> None:
         "0000:3b:00.0": Status.UNHEALTHY,
         "0000:5d:00.0": Status.OK,
     }
+
+
+@pytest.mark.parametrize(
+    ("answer", "status"),
+    [
+        (CommandResult(0, "0, 00000000:18:00.0, Reset\n1, 00000000:3B:00.0, None\n"), Status.CRITICAL),
+        (CommandResult(2, 'Field "gpu_recovery_action" is not a valid field to query.\n'), Status.OK),  # driver < 550
+    ],
+)
+def test_live_check_asks_the_recovery_action_apart(answer: CommandResult, status: Status) -> None:
+    runner = RecordedRunner(
+        {
+            f"nvidia-smi --query-gpu={QUERY_FIELDS} --format=csv,noheader,nounits": CommandResult(
+                0, (CMD / "nvidia_smi_healthy.csv").read_text()
+            ),
+            f"nvidia-smi --query-gpu={RECOVERY_FIELDS} --format=csv,noheader,nounits": answer,
+        }
+    )
+    got = {r.component: r for r in NvidiaSmiCheck(NvidiaSmi(runner)).run()}
+    assert got["0000:18:00.0"].status is status and got["0000:3b:00.0"].status is Status.OK
+    if status is Status.CRITICAL:
+        assert got["0000:18:00.0"].hint.startswith("GPU recovery action Reset: driver requires a GPU reset")
 
 
 @pytest.mark.parametrize(

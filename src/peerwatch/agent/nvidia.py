@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from peerwatch.agent.checks import CheckResult, unknown
 from peerwatch.agent.gpu_facts import CLOCK_EVENT_REASONS, GpuQuery, GpuRow, RemapRow, judge_query
-from peerwatch.agent.readers.nvidia_smi_csv import MINIMAL_FIELDS, QUERY_FIELDS, REMAP_FIELDS, parse_csv, parse_remap
+from peerwatch.agent.readers.nvidia_smi_csv import (
+    MINIMAL_FIELDS,
+    QUERY_FIELDS,
+    RECOVERY_FIELDS,
+    REMAP_FIELDS,
+    parse_csv,
+    parse_remap,
+)
 from peerwatch.agent.runner import CommandError, CommandRunner
 
 __all__ = [
     "CLOCK_EVENT_REASONS",
     "MINIMAL_FIELDS",
     "QUERY_FIELDS",
+    "RECOVERY_FIELDS",
     "REMAP_FIELDS",
     "GpuQuery",
     "GpuRow",
@@ -92,10 +100,29 @@ class NvidiaSmi:
             return None
         return parse_remap(out) if code == 0 else None
 
+    def recovery_actions(self) -> Mapping[str, str] | None:
+        """The driver's recovery action per PCI address, or ``None`` where the driver (< 550) has none.
+
+        A call of its own: a field the driver rejects would fail the whole main query.
+        """
+        result = self._cached("recovery", self._recovery)
+        return result if isinstance(result, dict) else None
+
+    def _recovery(self) -> dict[str, str] | None:
+        try:
+            code, out = self._run(f"--query-gpu={RECOVERY_FIELDS}", "--format=csv,noheader,nounits")
+        except CommandError:
+            return None
+        if code != 0:
+            return None
+        rows = parse_query(out, RECOVERY_FIELDS).gpus
+        return {g.bus_id: g.recovery_action for g in rows if g.recovery_action is not None}
+
 
 @dataclass(frozen=True)
 class NvidiaSmiCheck:
-    """Per GPU: uncorrected ECC errors, row-remap and page-retirement state, hardware throttling, lost GPUs."""
+    """Per GPU: the driver's recovery action, uncorrected ECC errors, row-remap and page-retirement state,
+    hardware throttling, lost GPUs."""
 
     smi: NvidiaSmi
     name: str = "nvidia_smi"
@@ -105,4 +132,6 @@ class NvidiaSmiCheck:
         if query.error is not None:
             yield unknown(self.name, query.error)
             return
-        yield from judge_query(query, self.smi.remapped_rows(), self.name)
+        actions = self.smi.recovery_actions() or {}
+        gpus = tuple(replace(g, recovery_action=actions.get(g.bus_id, g.recovery_action)) for g in query.gpus)
+        yield from judge_query(replace(query, gpus=gpus), self.smi.remapped_rows(), self.name)

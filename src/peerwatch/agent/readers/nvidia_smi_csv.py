@@ -1,7 +1,8 @@
 """``nvidia-smi --query-gpu=... --format=csv``: with or without header and units, any field order.
 
 With a header the columns are named (units such as ``[%]`` dropped); without one the agent's own
-field lists (:data:`QUERY_FIELDS`, :data:`MINIMAL_FIELDS`, :data:`REMAP_FIELDS`) are recognised
+field lists (:data:`QUERY_FIELDS`, :data:`MINIMAL_FIELDS`, :data:`REMAP_FIELDS`,
+:data:`RECOVERY_FIELDS`) are recognised
 by their shape. The live agent parses its nvidia-smi calls here too.
 """
 
@@ -25,6 +26,7 @@ QUERY_FIELDS = (
     "retired_pages.pending,clocks_throttle_reasons.active"
 )
 MINIMAL_FIELDS = "index,pci.bus_id,uuid,name,utilization.gpu"  # when the driver rejects a field of the full set
+RECOVERY_FIELDS = "index,pci.bus_id,gpu_recovery_action"  # drivers >= 550; asked apart from QUERY_FIELDS
 REMAP_FIELDS = (
     "gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure"
 )
@@ -64,7 +66,7 @@ def _header(cells: Sequence[str]) -> list[str] | None:
 
 def _shape(row: Sequence[str]) -> list[str] | None:
     """The agent's own field list a header-less row has the shape of, if any."""
-    for fields in (QUERY_FIELDS, MINIMAL_FIELDS, REMAP_FIELDS):
+    for fields in (QUERY_FIELDS, MINIMAL_FIELDS, REMAP_FIELDS, RECOVERY_FIELDS):
         names = [_canonical(f) for f in fields.split(",")]
         if len(row) != len(names):
             continue
