@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from peerwatch.agent.checks import CheckResult, Status
-from peerwatch.agent.readers import READER_MODULES, ReadError, SavedRead, read_saved
+from peerwatch.agent.readers import ReadError, SavedRead, read_saved
 
 STATUS_WORDS = {Status.OK: "ok", Status.UNHEALTHY: "warning", Status.CRITICAL: "critical", Status.UNKNOWN: "unknown"}
 MAX_BYTES = 256 * 1024 * 1024  # a saved output larger than this is not one command's output
@@ -65,8 +64,7 @@ def read_command(
         for r in saved.results:
             typer.echo(f"  {STATUS_WORDS[r.status]:<8}  {r.check:<10}  {r.component:<22}  {r.hint}")
     if failed:
-        sys.stdout.flush()
         raise typer.Exit(1)
 
 
-__all__ = ["READER_MODULES", "STATUS_WORDS", "read_command", "read_file"]
+__all__ = ["STATUS_WORDS", "read_command", "read_file"]

@@ -118,7 +118,8 @@ class XidCheck:
             ):
                 yield CheckResult(self.name, "node", Status.OK, read)
             else:  # without the driver no Xid can be logged: silence proves nothing
-                yield unknown(self.name, f"{read}, but the nvidia driver is not loaded")
+                why = "the log has no nvidia driver line" if self.driver_in_log else "the nvidia driver is not loaded"
+                yield unknown(self.name, f"{read}, but {why}")
 
     def _gpu_index(self) -> dict[str, str]:
         if self.smi is None:
