@@ -198,7 +198,7 @@ def test_faulty_host_replayed_end_to_end() -> None:
     assert {dict(k[1])["check"] for k in samples if k[0] == "peerwatch_agent_check_duration_seconds"} == set(
         CHECK_NAMES
     )
-    smi_calls = [c for c in runner.calls if c.startswith("nvidia-smi --query-gpu")]
+    smi_calls = [c for c in runner.calls if c.startswith(f"nvidia-smi --query-gpu={QUERY_FIELDS}")]
     assert len(smi_calls) == 1, "the nvidia-smi answer is shared by the checks of one run"
     assert not any("check failed" in r.hint for r in report.results)
 

@@ -226,6 +226,7 @@ def test_faulty_dmesg_per_gpu() -> None:
         "0000:9a:00.0": Status.CRITICAL,  # 79 + 154 reboot
         "0000:cc:00.0": Status.CRITICAL,  # 48 DBE
         "0000:ee:00.0": Status.UNHEALTHY,  # 185: not in the catalogue
+        "nvswitch/0000:05:00.0": Status.UNHEALTHY,  # SXid 12028, Non-fatal
     }
     assert "13x2" in got["0000:18:00.0"][1]
     assert got["0000:9a:00.0"][1].startswith("Xid 154 GPU_RECOVERY_ACTION_CHANGED: driver requires a node reboot")

@@ -144,6 +144,13 @@ def test_deterministic() -> None:
         ("xid", "Xid 119 GSP_RPC_TIMEOUT: reset the GPU", None, "gsp_timeout"),
         ("xid", "Xid 74, 74", 74.0, "nvlink"),
         ("xid", "", None, "unknown"),  # no Xid known: the catch-all row
+        ("xid", "SXid 20034 (Fatal, Link 62 LTSSM Fault Up): fatal NVSwitch error", None, "nvswitch"),
+        (
+            "xid",
+            "Xid 79 (GPU has fallen off the bus, NVRM report without an Xid line): drain",
+            None,
+            "gpu_fallen_off_bus",
+        ),
         ("a_future_check", "whatever", None, "unknown"),
     ],
 )
@@ -172,6 +179,7 @@ def test_check_table_rejects_unknown_words_and_bad_patterns() -> None:
         ("nvme0", "disk/nvme0"),
         ("gpu/5", "gpu/5"),
         ("nvswitch/0", "nvswitch"),
+        ("nvswitch/0000:05:00.0", "nvswitch"),  # the xid check's SXid component
         ("node", "node"),
         ("unknown", "node"),
     ],

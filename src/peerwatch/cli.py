@@ -75,7 +75,7 @@ def catalog(
 
 def _register_subcommands() -> None:
     from peerwatch.act.commands import burnin_app, fleet_app
-    from peerwatch.agent.command import agent_command
+    from peerwatch.agent.command import agent_app
     from peerwatch.evaluate.commands import evaluate_command
     from peerwatch.service.commands import demo_command, serve_command
     from peerwatch.simulate.commands import simulate_command
@@ -83,7 +83,7 @@ def _register_subcommands() -> None:
 
     app.add_typer(fleet_app, name="fleet")
     app.add_typer(burnin_app, name="burnin")
-    app.command("agent")(agent_command)
+    app.add_typer(agent_app, name="agent")
     app.command("evaluate")(evaluate_command)
     app.command("serve")(serve_command)
     app.command("demo")(demo_command)

@@ -1,4 +1,7 @@
-"""``peerwatch agent``: parse options, build the agent, print / write / serve its metrics."""
+"""``peerwatch agent``: parse options, build the agent, print / write / serve its metrics.
+
+``peerwatch agent read FILE...`` (:mod:`peerwatch.agent.read_command`) judges saved outputs instead.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +16,12 @@ import typer
 
 from peerwatch.agent.collect import Agent
 from peerwatch.agent.config import CHECK_NAMES, AgentConfig, build_checks
+from peerwatch.agent.read_command import read_command
 from peerwatch.agent.serve import TEXTFILE_NAME, MetricsServer, run_textfile_loop, write_textfile
 
 
 def agent_command(
+    ctx: typer.Context,
     once: Annotated[
         bool, typer.Option("--once", help="Run the checks once, print (or write) the metrics, exit.")
     ] = False,
@@ -56,7 +61,10 @@ def agent_command(
     """Run host health checks (Xids, PCIe, CPU clocks, InfiniBand, NVMe, nvidia-smi, DCGM) as Prometheus metrics.
 
     Exits non-zero only when the agent itself fails (bad option, unwritable file, busy port), not for findings.
+    `peerwatch agent read FILE...` judges saved outputs (nvidia-smi, dmesg) instead.
     """
+    if ctx.invoked_subcommand is not None:
+        return  # `agent read ...`: the options here are the live agent's
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr)
     if port is not None and textfile is not None:
         raise typer.BadParameter("give either --port or --textfile, not both")
@@ -106,3 +114,8 @@ def agent_command(
     server.start()
     typer.echo(f"peerwatch agent: serving http://{host}:{server.port}/metrics every {interval:g} s", err=True)
     server.wait()
+
+
+agent_app = typer.Typer(no_args_is_help=False)
+agent_app.callback(invoke_without_command=True)(agent_command)
+agent_app.command("read")(read_command)

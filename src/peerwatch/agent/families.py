@@ -57,6 +57,16 @@ _SPECS = (
         "Time of the last Xid event of this code for this GPU, when the log line had a placeable time.",
     ),
     FamilySpec("peerwatch_agent_xid_last", "gauge", ("pci_bus_id", "gpu"), "Code of the last Xid logged for this GPU."),
+    # Kernel-log NVSwitch SXids
+    FamilySpec(
+        "peerwatch_agent_sxid_count",
+        "gauge",
+        ("pci_bus_id", "sxid"),
+        "SXid errors of this code for this NVSwitch in the kernel log read (headline lines).",
+    ),
+    FamilySpec(
+        "peerwatch_agent_sxid_last", "gauge", ("pci_bus_id",), "Code of the last SXid logged for this NVSwitch."
+    ),
     # PCIe links
     FamilySpec("peerwatch_agent_pcie_current_link_width", "gauge", ("pci_bus_id", "kind"), "Negotiated PCIe lanes."),
     FamilySpec(

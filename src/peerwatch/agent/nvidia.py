@@ -7,133 +7,41 @@ a run calls nvidia-smi once. nvidia-smi hangs on a sick GPU, so every call has a
 
 from __future__ import annotations
 
-import csv
-import io
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from peerwatch.agent.checks import CheckResult, Measurement, Status, unknown, worst
+from peerwatch.agent.checks import CheckResult, unknown
+from peerwatch.agent.gpu_facts import CLOCK_EVENT_REASONS, GpuQuery, GpuRow, RemapRow, judge_query
+from peerwatch.agent.readers.nvidia_smi_csv import (
+    MINIMAL_FIELDS,
+    QUERY_FIELDS,
+    RECOVERY_FIELDS,
+    REMAP_FIELDS,
+    parse_csv,
+    parse_remap,
+)
 from peerwatch.agent.runner import CommandError, CommandRunner
-from peerwatch.agent.sysfs import pci_bus_id
 
-QUERY_FIELDS = (
-    "index,pci.bus_id,uuid,name,utilization.gpu,ecc.errors.uncorrected.volatile.total,"
-    "retired_pages.pending,clocks_throttle_reasons.active"
-)
-MINIMAL_FIELDS = "index,pci.bus_id,uuid,name,utilization.gpu"  # when the driver rejects a field of the full set
-REMAP_FIELDS = (
-    "gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure"
-)
-
-# Bits of clocks_throttle_reasons.active (NVML nvmlClocksEventReasons): only hardware slowdowns are a fault.
-CLOCK_EVENT_REASONS: Mapping[int, tuple[str, Status]] = {
-    0x1: ("gpu_idle", Status.OK),
-    0x2: ("applications_clocks_setting", Status.OK),
-    0x4: ("sw_power_cap", Status.OK),
-    0x8: ("hw_slowdown", Status.UNHEALTHY),
-    0x10: ("sync_boost", Status.OK),
-    0x20: ("sw_thermal_slowdown", Status.UNHEALTHY),
-    0x40: ("hw_thermal_slowdown", Status.UNHEALTHY),
-    0x80: ("hw_power_brake_slowdown", Status.UNHEALTHY),
-    0x100: ("display_clocks_setting", Status.OK),
-}
-
-_LOST = re.compile(r"device handle for GPU\s*([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-7])\s*:\s*(.*)")
+__all__ = [
+    "CLOCK_EVENT_REASONS",
+    "MINIMAL_FIELDS",
+    "QUERY_FIELDS",
+    "RECOVERY_FIELDS",
+    "REMAP_FIELDS",
+    "GpuQuery",
+    "GpuRow",
+    "NvidiaSmi",
+    "NvidiaSmiCheck",
+    "RemapRow",
+    "parse_query",
+    "parse_remap",
+]
 
 
-@dataclass(frozen=True, slots=True)
-class GpuRow:
-    """One GPU as nvidia-smi reports it; ``None`` where it said ``[N/A]`` or similar."""
-
-    index: int
-    bus_id: str  # canonical dddd:bb:dd.f
-    uuid: str
-    name: str
-    utilization: float | None = None
-    ecc_uncorrected: float | None = None
-    retired_pending: bool | None = None
-    clock_reasons: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RemapRow:
-    """Row-remapper state of one GPU (Ampere and newer)."""
-
-    correctable: float | None
-    uncorrectable: float | None
-    pending: bool | None
-    failure: bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuQuery:
-    """What one nvidia-smi call told: GPUs, GPUs it could not reach, or why it told nothing."""
-
-    gpus: tuple[GpuRow, ...] = ()
-    lost: Mapping[str, str] = field(default_factory=dict)  # bus id -> nvidia-smi's message
-    error: str | None = None
-
-    def by_bus_id(self) -> dict[str, GpuRow]:
-        return {g.bus_id: g for g in self.gpus}
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None  # [N/A], [Not Supported], [Unknown Error], [GPU is lost]
-
-
-def _flag(text: str) -> bool | None:
-    return {"yes": True, "1": True, "no": False, "0": False}.get(text.strip().lower())
-
-
-def _rows(stdout: str) -> Iterator[list[str]]:
-    for row in csv.reader(io.StringIO(stdout), skipinitialspace=True):
-        if row and "device handle" not in row[0]:
-            yield [cell.strip() for cell in row]
-
-
-def parse_query(stdout: str) -> GpuQuery:
-    """Parse ``nvidia-smi --query-gpu=<QUERY_FIELDS or MINIMAL_FIELDS> --format=csv,noheader,nounits``."""
-    gpus, lost = [], {}
-    for line in stdout.splitlines():
-        match = _LOST.search(line)
-        if match and (bus := pci_bus_id(match.group(1))):
-            lost[bus] = line.strip()
-    for row in _rows(stdout):
-        bus = pci_bus_id(row[1]) if len(row) >= 5 else None
-        if bus is None or not row[0].isdigit():
-            continue
-        if any("GPU is lost" in cell for cell in row):
-            lost[bus] = f"nvidia-smi: GPU {row[0]} ({bus}) is lost"
-        extra = row[5:] + [""] * (8 - len(row))
-        reasons = extra[2]
-        gpus.append(
-            GpuRow(
-                int(row[0]),
-                bus,
-                row[2],
-                row[3],
-                _number(row[4]),
-                _number(extra[0]),
-                _flag(extra[1]),
-                int(reasons, 16) if reasons.lower().startswith("0x") else None,
-            )
-        )
-    return GpuQuery(tuple(gpus), lost)
-
-
-def parse_remap(stdout: str) -> dict[str, RemapRow]:
-    """Parse ``nvidia-smi --query-remapped-rows=<REMAP_FIELDS> --format=csv,noheader,nounits``."""
-    out = {}
-    for row in _rows(stdout):
-        bus = pci_bus_id(row[0]) if len(row) == 5 else None
-        if bus is not None:
-            out[bus] = RemapRow(_number(row[1]), _number(row[2]), _flag(row[3]), _flag(row[4]))
-    return out
+def parse_query(stdout: str, fields: str | None = None) -> GpuQuery:
+    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` (fields: see :func:`parse_csv`)."""
+    return parse_csv(stdout, fields)
 
 
 @dataclass
@@ -174,7 +82,7 @@ class NvidiaSmi:
                     break
         except CommandError as exc:
             return GpuQuery(error=f"{exc} (a hung driver or GPU is a common cause: check dmesg for Xid 79/119)")
-        parsed = parse_query(out)
+        parsed = parse_query(out, fields)
         if parsed.gpus or parsed.lost:
             return parsed
         first = next((line.strip() for line in out.splitlines() if line.strip()), f"exit {code}")
@@ -192,45 +100,29 @@ class NvidiaSmi:
             return None
         return parse_remap(out) if code == 0 else None
 
+    def recovery_actions(self) -> Mapping[str, str] | None:
+        """The driver's recovery action per PCI address, or ``None`` where the driver (< 550) has none.
 
-def _gpu_problems(gpu: GpuRow, remap: RemapRow | None) -> list[tuple[Status, str]]:
-    problems = []
-    if gpu.ecc_uncorrected:
-        problems.append((Status.CRITICAL, f"{gpu.ecc_uncorrected:g} uncorrected ECC errors: drain and reset the GPU"))
-    if remap is not None and remap.failure:
-        problems.append((Status.CRITICAL, "row remapping failed (no spare rows): swap the GPU"))
-    if remap is not None and remap.pending:
-        problems.append((Status.UNHEALTHY, "row remap pending: reset the GPU to apply it"))
-    if gpu.retired_pending:
-        problems.append((Status.UNHEALTHY, "page retirement pending: reset the GPU to apply it"))
-    for bit, (reason, status) in CLOCK_EVENT_REASONS.items():
-        if gpu.clock_reasons is not None and gpu.clock_reasons & bit and status is not Status.OK:
-            problems.append((status, f"clocks throttled by {reason}: check cooling and power"))
-    return problems
+        A call of its own: a field the driver rejects would fail the whole main query.
+        """
+        result = self._cached("recovery", self._recovery)
+        return result if isinstance(result, dict) else None
 
-
-def _gpu_measurements(gpu: GpuRow, remap: RemapRow | None) -> list[Measurement]:
-    ids = {"gpu": str(gpu.index), "pci_bus_id": gpu.bus_id}
-    out = [Measurement.of("peerwatch_agent_gpu_info", 1, **ids, uuid=gpu.uuid, name=gpu.name)]
-    values: dict[str, float | bool | None] = {
-        "peerwatch_agent_gpu_utilization_percent": gpu.utilization,
-        "peerwatch_agent_gpu_ecc_uncorrected_volatile": gpu.ecc_uncorrected,
-        "peerwatch_agent_gpu_retired_pages_pending": gpu.retired_pending,
-        "peerwatch_agent_gpu_clocks_event_reasons": gpu.clock_reasons,
-    }
-    if remap is not None:
-        values["peerwatch_agent_gpu_remapped_rows_pending"] = remap.pending
-        values["peerwatch_agent_gpu_remapped_rows_failure"] = remap.failure
-        for kind, count in (("correctable", remap.correctable), ("uncorrectable", remap.uncorrectable)):
-            if count is not None:
-                out.append(Measurement.of("peerwatch_agent_gpu_remapped_rows", count, **ids, kind=kind))
-    out.extend(Measurement.of(name, float(v), **ids) for name, v in values.items() if v is not None)
-    return out
+    def _recovery(self) -> dict[str, str] | None:
+        try:
+            code, out = self._run(f"--query-gpu={RECOVERY_FIELDS}", "--format=csv,noheader,nounits")
+        except CommandError:
+            return None
+        if code != 0:
+            return None
+        rows = parse_query(out, RECOVERY_FIELDS).gpus
+        return {g.bus_id: g.recovery_action for g in rows if g.recovery_action is not None}
 
 
 @dataclass(frozen=True)
 class NvidiaSmiCheck:
-    """Per GPU: uncorrected ECC errors, row-remap and page-retirement state, hardware throttling, lost GPUs."""
+    """Per GPU: the driver's recovery action, uncorrected ECC errors, row-remap and page-retirement state,
+    hardware throttling, lost GPUs."""
 
     smi: NvidiaSmi
     name: str = "nvidia_smi"
@@ -240,14 +132,6 @@ class NvidiaSmiCheck:
         if query.error is not None:
             yield unknown(self.name, query.error)
             return
-        remaps = self.smi.remapped_rows() or {}
-        for bus, message in sorted(query.lost.items()):
-            yield CheckResult(self.name, bus, Status.CRITICAL, f"{message}: GPU unreachable; drain and reboot")
-        for gpu in query.gpus:
-            if gpu.bus_id in query.lost:
-                continue
-            remap = remaps.get(gpu.bus_id)
-            problems = _gpu_problems(gpu, remap)
-            status = worst(s for s, _ in problems)
-            hint = "; ".join(text for _, text in problems) or "no ECC, remapping, retirement or throttle problem"
-            yield CheckResult(self.name, gpu.bus_id, status, hint, tuple(_gpu_measurements(gpu, remap)))
+        actions = self.smi.recovery_actions() or {}
+        gpus = tuple(replace(g, recovery_action=actions.get(g.bus_id, g.recovery_action)) for g in query.gpus)
+        yield from judge_query(replace(query, gpus=gpus), self.smi.remapped_rows(), self.name)

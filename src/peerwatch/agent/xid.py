@@ -6,8 +6,11 @@ Handles the driver's spellings, e.g.::
     NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
     NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)
     NVRM: Xid 154, GPU recovery action changed to 0x2 (Node Reboot Required)
+    NVRM: Xid (0000:01:00): 16, Head 00000000 Count 00000000        (drivers before 2013)
 
-behind any timestamp prefix :mod:`peerwatch.agent.kernel_log` knows.
+behind any timestamp prefix :mod:`peerwatch.agent.kernel_log` knows. The same check reads
+NVSwitch SXid lines (:mod:`peerwatch.agent.sxid`, one result per switch) and GPUs lost from the
+bus without an Xid line (:mod:`peerwatch.agent.gpu_lost`, counted as Xid 79).
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from peerwatch.agent.checks import SEVERITY, CheckResult, Measurement, Status, unknown, worst
-from peerwatch.agent.kernel_log import KernelLogSource, KernelLogUnavailable, LogLine
+from peerwatch.agent.gpu_lost import FALLEN_OFF_BUS_XID, BusLoss, close_in_time, parse_bus_losses
+from peerwatch.agent.kernel_log import KernelLogSource, KernelLogUnavailable, LogLine, is_stale
 from peerwatch.agent.nvidia import NvidiaSmi
+from peerwatch.agent.sxid import SXidEvent, judge_sxids, parse_sxids
 from peerwatch.agent.sysfs import pci_bus_id
 from peerwatch.agent.xid_catalog import XidEntry, load_catalog
 from peerwatch.agent.xid_policy import XidPolicy, classify
 
 UNKNOWN_GPU = "unknown"  # component of Xid lines that name no PCI address
 
-_XID = re.compile(r"NVRM: Xid (?:\(PCI:(?P<pci>[0-9A-Fa-f:.]+)\))?:?\s*(?P<xid>\d+)\s*,\s*(?P<msg>.*)$")
+_XID = re.compile(r"NVRM: Xid (?:\((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\))?:?\s*(?P<xid>\d+)\s*,\s*(?P<msg>.*)$")
 _PID_NAME = re.compile(r"^(?:pid=[^,]*,\s*)?(?:name=[^,]*,\s*)?")
 
 
@@ -40,6 +45,7 @@ class XidEvent:
     xid: int
     message: str
     ts: float | None
+    inferred: bool = False  # True: no Xid line, the code was read from another report (a GPU lost)
 
 
 def parse_xids(lines: Iterable[LogLine]) -> list[XidEvent]:
@@ -58,6 +64,16 @@ def parse_xids(lines: Iterable[LogLine]) -> list[XidEvent]:
     return events
 
 
+def merge_bus_losses(xids: Iterable[XidEvent], losses: Iterable[BusLoss]) -> list[XidEvent]:
+    """``xids`` plus, as Xid 79 events, the ``losses`` no Xid 79 line of the same GPU already reports."""
+    out = list(xids)
+    logged = [e for e in out if e.xid == FALLEN_OFF_BUS_XID]
+    for loss in losses:
+        if not any(e.bus_id == loss.bus_id and close_in_time(e.ts, loss.ts) for e in logged):
+            out.append(XidEvent(loss.bus_id, FALLEN_OFF_BUS_XID, loss.message, loss.ts, inferred=True))
+    return out
+
+
 @dataclass(frozen=True)
 class XidCheck:
     """Worst Xid per GPU in the kernel log; every GPU nvidia-smi lists gets a result, Xid or not.
@@ -74,6 +90,7 @@ class XidCheck:
     catalog: Mapping[int, XidEntry] = field(default_factory=load_catalog)
     max_age: float | None = None
     sys_root: Path = Path("/sys")  # only to see whether the nvidia module is loaded
+    driver_in_log: bool = False  # True: NVRM/nvidia lines in the log show the driver was loaded (saved logs)
     clock: Callable[[], float] = time.time
     name: str = "xid"
 
@@ -84,17 +101,25 @@ class XidCheck:
             yield unknown(self.name, f"kernel log unreadable: {exc}")
             return
         by_gpu: dict[str, list[XidEvent]] = defaultdict(list)
-        for event in parse_xids(log.lines):
+        for event in merge_bus_losses(parse_xids(log.lines), parse_bus_losses(log.lines)):
             by_gpu[event.bus_id].append(event)
         index = self._gpu_index()
         for bus in sorted(set(by_gpu) | set(index)):
             yield self._judge(bus, index.get(bus, ""), by_gpu.get(bus, []), log.where)
-        if not by_gpu and not index:
+        by_switch: dict[str, list[SXidEvent]] = defaultdict(list)
+        for sxid in parse_sxids(log.lines):
+            by_switch[sxid.bus_id].append(sxid)
+        for bus, sxids in sorted(by_switch.items()):
+            yield judge_sxids(self.name, bus, sxids, self.clock(), self.max_age)
+        if not by_gpu and not index and not by_switch:
             read = f"no Xid in {log.where} ({len(log.lines)} lines)"
-            if (self.sys_root / "module" / "nvidia").is_dir():
+            if (self.sys_root / "module" / "nvidia").is_dir() or (
+                self.driver_in_log and any("NVRM" in ln.text or "nvidia" in ln.text for ln in log.lines)
+            ):
                 yield CheckResult(self.name, "node", Status.OK, read)
             else:  # without the driver no Xid can be logged: silence proves nothing
-                yield unknown(self.name, f"{read}, but the nvidia driver is not loaded")
+                why = "the log has no nvidia driver line" if self.driver_in_log else "the nvidia driver is not loaded"
+                yield unknown(self.name, f"{read}, but {why}")
 
     def _gpu_index(self) -> dict[str, str]:
         if self.smi is None:
@@ -113,7 +138,7 @@ class XidCheck:
             counts[e.xid] += 1
             if e.ts is not None:
                 last_ts[e.xid] = max(e.ts, last_ts.get(e.xid, e.ts))
-            if self.max_age is not None and e.ts is not None and now - e.ts > self.max_age:
+            if is_stale(e.ts, now, self.max_age):
                 stale += 1
                 continue
             verdicts.append((classify(e.xid, e.message, self.catalog), e))
@@ -138,4 +163,6 @@ class XidCheck:
         policy, event = max(reversed(verdicts), key=lambda pe: SEVERITY[pe[0].status])
         entry = self.catalog.get(event.xid)
         what = entry.mnemonic if entry and entry.mnemonic else "unknown Xid"
+        if event.inferred:  # say what the log said: it had no Xid line
+            what = f"({event.message}, NVRM report without an Xid line)"
         return f"Xid {event.xid} {what}: {policy.hint} (seen: {seen}{aged})"

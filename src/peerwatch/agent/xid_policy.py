@@ -97,6 +97,16 @@ def recovery_action(message: str) -> int | None:
     return next((c for word, c in _RECOVERY_WORDS if word in name), None)
 
 
+def recovery_action_named(name: str) -> int | None:
+    """The NVML recovery-action code of a name as nvidia-smi prints it (``None``, ``Reset``, ``GPU_RESET``,
+    ``Reboot``, ``Drain P2P``, ``Drain and Reset``); ``None`` for ``N/A`` and names it does not know."""
+    words = name.strip().lower().replace("_", " ")
+    if words.startswith("0x") or words.isdigit():
+        code = int(words, 0)
+        return code if code in RECOVERY_ACTIONS else None
+    return next((c for word, c in _RECOVERY_WORDS if word in words), None)
+
+
 def classify(xid: int, message: str, catalog: Mapping[int, XidEntry]) -> XidPolicy:
     """Status and hint for one Xid event (``message`` is the text after ``Xid (PCI:...): N,``)."""
     entry = catalog.get(xid)
