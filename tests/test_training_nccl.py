@@ -369,15 +369,23 @@ def test_logs_without_a_hang(tmp_path: Path) -> None:
     assert "no NCCL watchdog timeout" in v.evidence[0]
 
 
-@pytest.mark.parametrize("make", ["missing", "empty", "file"])
+@pytest.mark.parametrize("make", ["missing", "empty"])
 def test_unusable_logdir(tmp_path: Path, make: str) -> None:
     target = tmp_path / "logs"
     if make == "empty":
         target.mkdir()
-    elif make == "file":
-        target.write_text("x")
     with pytest.raises(LogDirError, match=str(target)):
         find_culprits(target, ProblemLog())
+
+
+def test_files_and_folders_together_are_one_job(tmp_path: Path) -> None:
+    files = sorted((FIXTURES / "pt24_host_files").iterdir())
+    (tmp_path / "gpu069").mkdir()
+    shutil.copy(files[1], tmp_path / "gpu069" / "gpu069.log")
+    v = find_culprits([files[0], tmp_path / "gpu069"], ProblemLog())
+    assert v.culprit_ranks == (6,) and v.culprit_hosts == ("gpu069",)
+    alone = find_culprits(files[0], ProblemLog())  # rank 6's host missing: nobody is behind
+    assert alone.culprit_ranks == () and alone.level == "none"
 
 
 def test_cli_nccl_hang() -> None:
@@ -391,6 +399,7 @@ def test_cli_nccl_hang() -> None:
     text = runner.invoke(app, ["nccl-hang", str(FIXTURES / "pt24_host_files")])
     assert text.exit_code == 0 and "culprit rank(s): 6" in text.stdout and "gpu069" in text.stdout
     missing = runner.invoke(app, ["nccl-hang", str(FIXTURES / "nope")])
-    assert missing.exit_code == 2 and "not a directory" in missing.output
+    assert missing.exit_code == 2 and "no such file or directory" in missing.output
+    assert "confidence: high: rank(s) 6 said they never reached SeqNum 5091" in text.stdout
     silent = runner.invoke(app, ["nccl-hang", str(FIXTURES / "all_timed_out"), "--world-size", "6", "--json"])
     assert orjson.loads(silent.stdout)["culprit_ranks"] == [4, 5]
