@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 _RANK_TAG = re.compile(r"\[rank(\d+)\]:")
 _ROLE = re.compile(r"^\s*\[([A-Za-z_]+?)(\d+)\]:\s?")
+_ROLE_ANYWHERE = re.compile(r"\[[A-Za-z_]+?\d+\]:")
 _MPI = re.compile(r"^\s*\[\d+,(\d+)\]<(?:stdout|stderr)>:\s?")
 _STREAM_HOST = re.compile(r"([A-Za-z0-9][\w.-]*)\s+\[(?:stderr|stdout)\]")
 _STREAM_HOST_AT = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s+\[(?:stderr|stdout)\]\s*")
@@ -54,6 +55,7 @@ def _roles(text: str) -> tuple[int | None, int | None, str]:
 
 
 def _host_in(head: str) -> str | None:
+    head = _ROLE_ANYWHERE.sub("", head)
     if m := _STREAM_HOST.search(head):
         return m.group(1)
     if m := _RAY.search(head):
