@@ -181,3 +181,9 @@ def test_json_says_how_sure_and_where(tmp_path: Path) -> None:
     assert set(out["hosts"].values()) == {"dinov2-giant-nodes.cn-d004"} and out["named_by_log"] == []
     stuck = CliRunner().invoke(app, ["nccl-hang", str(DATA / "deim_105.log"), "--json"])
     assert [w["rank"] for w in orjson.loads(stuck.stdout)["watchdog"]] == [0, 1, 2]
+
+
+def test_text_output_names_culprits_of_a_report_without_a_timeout() -> None:
+    result = CliRunner().invoke(app, ["nccl-hang", str(DATA / "heldout" / "nccl_1762_ras.txt")])
+    assert result.exit_code == 0 and "culprit rank(s): 1  host(s): 10.4.109.13" in result.stdout
+    assert "on node 10.4.109.13" in result.stdout  # the quote shows the rank line, not only the header

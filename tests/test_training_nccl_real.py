@@ -58,7 +58,7 @@ TRAINING = sorted(n for n in CASES if not n.startswith("heldout_"))
 HELDOUT = sorted(n for n in CASES if n.startswith("heldout_"))
 
 
-@pytest.mark.parametrize("name", TRAINING)
+@pytest.mark.parametrize("name", TRAINING + HELDOUT)
 def test_real_log(name: str) -> None:
     v = verdict(name)
     c = check(name, v)

@@ -108,15 +108,16 @@ def nccl_hang(
 
 
 def _print_verdict(v: HangVerdict) -> None:
-    if v.hang is None:
+    if v.hang is None and not v.culprit_ranks:
         typer.echo("no hang found")
     else:
-        h = v.hang
         who = ", ".join(map(str, v.culprit_ranks)) or "none identified"
         typer.echo(
             typer.style(f"culprit rank(s): {who}", fg=typer.colors.RED, bold=True)
             + f"  host(s): {', '.join(v.culprit_hosts) or 'unknown'}  (confidence {v.confidence:.2f})"
         )
+    if v.hang is not None:
+        h = v.hang
         desc = f" ({h.desc})" if h.desc else ""
         typer.echo(f"waited on: {group_label(h)}{desc} SeqNum {h.seq} {h.op or ''}".rstrip())
     typer.echo(f"confidence: {v.level}: {v.reason}")

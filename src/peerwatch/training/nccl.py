@@ -52,6 +52,7 @@ class Hang:
     reporters: int  # ranks that reported a timeout or pending work in this group
     first_ts: float | None
     ops: tuple[str, ...] = ()  # every op type reported at ``seq`` (several: the ranks disagree)
+    pg_id: str | None = None  # the id printed beside a GUID (``[PG ID 11 PG GUID 119 ...]``)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class HangVerdict:
 def group_label(h: Hang) -> str:
     """How a group is named to the user: "PG 1", or what was assumed where the log names none."""
     if h.named:
-        return f"PG {h.pg}"
+        return f"PG {h.pg}" if h.pg_id in (None, h.pg) else f"PG {h.pg_id} (GUID {h.pg})"
     if h.pg.startswith("?"):
         return f"unnamed group {h.pg[1:]} (the log names no group; grouped by SeqNum)"
     return "PG 0 (assumed: the log names no group)"
@@ -187,6 +188,7 @@ def find_hangs(job: JobLogs) -> list[Hang]:
                 reporters=len({rank for rank, _ in pairs}),
                 first_ts=min(times) if times else None,
                 ops=tuple(sorted(ops)),
+                pg_id=next((e.pg for e in events if e.pg is not None), None),
             )
         )
     return sorted(hangs, key=lambda h: (h.first_ts is None, h.first_ts or 0.0, -h.reporters, h.pg))

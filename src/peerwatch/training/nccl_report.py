@@ -84,7 +84,7 @@ def analyze(job: JobLogs, world: int | None = None) -> HangVerdict:
         evidence.append(f"... and {len(listed) - MAX_LISTED} more culprit rank(s)")
     if kind == "none" and hang and all(s.reason in ("timed_out", "waiting") for s in states):
         evidence.append(
-            "every rank reached the collective: no rank is behind; suspect the network or NCCL itself "
+            "every rank in these logs reached the collective: none is behind; suspect the network or NCCL itself "
             "(see the NCCL warnings) or a collective that differs between ranks"
         )
     elif kind in ("medium", "low"):

@@ -72,7 +72,8 @@ def read_reports(records: list[tuple[int, str]]) -> list[NamedReport]:
             out.append(_flight_block(records[i : i + FR_BLOCK], m))
         if m := _RAS_MISSING.search(text):
             hosts = _ras_ranks(records[i + 1 :])
-            out.append(NamedReport("ras_missing", lineno, text.strip(), tuple(sorted(hosts)), hosts=_pairs(hosts)))
+            quote = "; ".join(t.strip() for _, t in records[i : i + 1 + min(len(hosts), 4)])
+            out.append(NamedReport("ras_missing", lineno, quote, tuple(sorted(hosts)), hosts=_pairs(hosts)))
         if m := _RAS_OP.search(text):
             out.append(_ras_mismatch(records[i:], m.group(1)))
     return [r for r in out if r.culprits or r.ahead]
