@@ -395,7 +395,7 @@ def test_cli_nccl_hang() -> None:
     out = orjson.loads(result.stdout)
     assert out["culprit_ranks"] == [3, 12] and out["culprit_hosts"] == ["node-a07", "node-b12"]
     assert (out["seq"], out["op_type"], out["timeout_ms"]) == (42, "_ALLGATHER_BASE", 1800000)
-    assert len(out["ranks"]) == 16 and out["process_group"] == {"id": "0", "desc": "default_pg"}
+    assert len(out["ranks"]) == 16 and out["process_group"] == {"id": "0", "desc": "default_pg", "named": True}
     text = runner.invoke(app, ["nccl-hang", str(FIXTURES / "pt24_host_files")])
     assert text.exit_code == 0 and "culprit rank(s): 6" in text.stdout and "gpu069" in text.stdout
     missing = runner.invoke(app, ["nccl-hang", str(FIXTURES / "nope")])

@@ -141,6 +141,9 @@ def test_a_rank_missing_from_a_paste_is_only_a_guess() -> None:
 def test_a_log_naming_the_culprit_is_certain() -> None:
     v = find_culprits(DATA / "nccl_2213_desync.log", ProblemLog())
     assert v.culprit_ranks == (1,) and v.level == "certain" and "didn't join collective #1155874" in v.reason
+    assert v.to_dict()["named_by_log"] == [
+        "desync (line 10): [1] finished collective #1155873, but didn't join collective #1155874"
+    ]
 
 
 def test_seqnums_of_unnamed_groups_are_not_compared() -> None:

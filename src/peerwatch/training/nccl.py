@@ -79,7 +79,7 @@ class HangVerdict:
         return {
             "culprit_ranks": list(self.culprit_ranks),
             "culprit_hosts": list(self.culprit_hosts),
-            "process_group": None if h is None else {"id": h.pg, "desc": h.desc},
+            "process_group": None if h is None else {"id": h.pg, "desc": h.desc, "named": h.named},
             "seq": None if h is None else h.seq,
             "op_type": None if h is None else h.op,
             "timeout_ms": None if h is None else h.timeout_ms,

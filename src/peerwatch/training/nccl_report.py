@@ -105,6 +105,7 @@ def analyze(job: JobLogs, world: int | None = None) -> HangVerdict:
     ]
     if job.unattributed:
         evidence.append(f"{len(job.unattributed)} event line(s) could not be tied to a rank")
+    context["named_by_log"] = tuple(quotes)
     return HangVerdict(
         culprits, hosts, hang, confidence, tuple(evidence), tuple(states), size, source, kind, reason, **context
     )
