@@ -155,7 +155,10 @@ TIMEOUT_221 = (
         ("gpu068:12345:12345 [3] NCCL INFO Bootstrap : Using ib0:10.0.0.68<0>", None),
         ("step 5090 | loss 2.31 | step_time 0.91s", None),
         ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout() + 0x1d2 (0x7f in libtorch_cuda.so)", None),
-        ("Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1)", {"kind": "other"}),
+        (  # PyTorch 1.x: no SeqNum
+            "Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1)",
+            {"kind": "timeout", "seq": None, "op": "ALLREDUCE"},
+        ),
         ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=", None),  # cut off
         ("\x00\x1b[31mgarbage \udcff", None),
         ("", None),
@@ -400,6 +403,6 @@ def test_cli_nccl_hang() -> None:
     assert text.exit_code == 0 and "culprit rank(s): 6" in text.stdout and "gpu069" in text.stdout
     missing = runner.invoke(app, ["nccl-hang", str(FIXTURES / "nope")])
     assert missing.exit_code == 2 and "no such file or directory" in missing.output
-    assert "confidence: high: rank(s) 6 said they never reached SeqNum 5091" in text.stdout
+    assert "confidence: high: rank(s) 6 reported it themselves (rank 6: last enqueued work 5090" in text.stdout
     silent = runner.invoke(app, ["nccl-hang", str(FIXTURES / "all_timed_out"), "--world-size", "6", "--json"])
     assert orjson.loads(silent.stdout)["culprit_ranks"] == [4, 5]

@@ -45,20 +45,22 @@ def check(name: str, v: HangVerdict) -> Check:
     got_hosts = dict(v.hosts)
     named = (int(v.culprit_ranks == culprits and v.level == "certain"), 1) if culprits else (0, 0)
     clean = not set(v.culprit_ranks) & set(case.get("not_culprits", []))
+    clean = clean and set(v.culprit_ranks) <= set(case.get("may_name", []))  # an acceptable inference
     return Check(
         culprit=named,
         reporting=(len(reporting & set(v.reporting)), len(reporting)),
         watchdog=(int(bool(v.watchdog)), 1) if case.get("watchdog") else (0, 0),
         hosts=(sum(h in (got_hosts.get(r) or "") for r, h in hosts.items()), len(hosts)),
-        no_culprit=(int(v.culprit_ranks == () and clean), 1) if not culprits else (0, 0),
+        no_culprit=(int(clean), 1) if not culprits else (0, 0),
     )
 
 
-TRAINING = sorted(n for n in CASES if not n.startswith("heldout_"))
+TRAINING = sorted(n for n in CASES if not n.startswith(("heldout_", "later_")))
 HELDOUT = sorted(n for n in CASES if n.startswith("heldout_"))
+LATER = sorted(n for n in CASES if n.startswith("later_"))
 
 
-@pytest.mark.parametrize("name", TRAINING + HELDOUT)
+@pytest.mark.parametrize("name", TRAINING + HELDOUT + LATER)
 def test_real_log(name: str) -> None:
     v = verdict(name)
     c = check(name, v)
@@ -87,5 +89,5 @@ def table(names: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    which = HELDOUT if "--heldout" in sys.argv else TRAINING
+    which = HELDOUT if "--heldout" in sys.argv else LATER if "--later" in sys.argv else TRAINING
     print(f"{len(which)} logs\n| what | result |\n|---|---|\n{table(which)}")

@@ -139,7 +139,7 @@ def group_events(job: JobLogs) -> dict[str, list[tuple[int, LineEvent]]]:
     loose: list[tuple[int, LineEvent]] = []
     for rank, log in job.ranks.items():
         for e in log.events:
-            if e.kind == "timeout" or (e.kind == "progress" and _waiting_seq(e) is not None):
+            if e.kind in ("timeout", "progress") and _waiting_seq(e) is not None:
                 key = _pg(e)
                 if key is None:
                     loose.append((rank, e))
@@ -240,8 +240,13 @@ def _state(log: RankLog | None, rank: int, hang: Hang, mine: list[LineEvent]) ->
             return RankState(
                 rank, host, "timed_out", f"timed out waiting on {last.op or 'collective'} #{last.seq}{ran}"
             )
-        if last.seq is not None and last.seq < hang.seq:
+        if last.seq is not None and last.seq < hang.seq and hang.named:
             return RankState(rank, host, "behind", f"timed out on older SeqNum {last.seq} (others wait on {hang.seq})")
+        if last.seq is not None and last.seq < hang.seq:
+            # Releases that name no group report every pending work and may mix groups: no evidence.
+            return RankState(
+                rank, host, "timed_out", f"timed out on SeqNum {last.seq} (others on {hang.seq}; group not printed)"
+            )
     enqueued = max((e.enqueued for e in progress if e.enqueued is not None), default=None)
     completed = max((e.completed for e in progress if e.completed is not None), default=None)
     if enqueued is not None:
@@ -267,7 +272,8 @@ def decide(states: list[RankState], hang: Hang, world_source: str) -> tuple[tupl
     where = f"SeqNum {hang.seq}" + ("" if hang.named else " (group not printed: grouped by SeqNum)")
     if strong:
         level: Level = "high" if hang.named else "medium"
-        why = f"rank(s) {_list(strong)} said they never reached {where} or ran another collective there"
+        first = next(s for s in states if s.reason in STRONG)
+        why = f"rank(s) {_list(strong)} reported it themselves (rank {first.rank}: {first.detail})"
         return strong, CONFIDENCE[level], level, why
     if medium and len(medium) < waiters:
         why = f"rank(s) {_list(medium)} logged lines but no timeout on {where} while {waiters} rank(s) wait on it"

@@ -145,7 +145,8 @@ def _classify(e: LineEvent, nccl: re.Match[str] | None) -> LineEvent | None:
             found = found[:-1]  # a paste cut the line: its last field may be cut too ("OpType=ALLR")
         fields = dict(found)
         if "SeqNum" not in fields:
-            return e if m.group(2) else None
+            # PyTorch 1.x prints no SeqNum: a timeout all the same, though not matched across ranks.
+            return replace(e, kind="timeout", op=fields.get("OpType")) if m.group(2) else None
         return replace(
             e,
             kind="timeout",

@@ -54,13 +54,20 @@ def analyze(job: JobLogs, world: int | None = None) -> HangVerdict:
     ]
     if not hangs and not named:
         stuck = context["watchdog"]
-        reason = (
-            f"no timeout or pending work reported; the watchdog got stuck or the heartbeat monitor fired on "
-            f"rank(s) {', '.join(str(r) for r, _, _ in stuck)}: a CUDA/NCCL call blocked the watchdog itself, "
-            "which names no culprit"
-            if stuck
-            else "no NCCL watchdog timeout, pending work or culprit report found"
-        )
+        unmatched = sorted(r for r, log in job.ranks.items() if any(e.kind == "timeout" for e in log.events))
+        if unmatched:
+            reason = (
+                f"rank(s) {', '.join(map(str, unmatched))} reported a timeout without a SeqNum (PyTorch 1.x), "
+                "which cannot be matched across ranks: no culprit can be named"
+            )
+        elif stuck:
+            reason = (
+                f"no timeout or pending work reported; the watchdog got stuck or the heartbeat monitor fired on "
+                f"rank(s) {', '.join(str(r) for r, _, _ in stuck)}: a CUDA/NCCL call blocked the watchdog itself, "
+                "which names no culprit"
+            )
+        else:
+            reason = "no NCCL watchdog timeout, pending work or culprit report found"
         evidence = [f"{reason} in {job.files} file(s)", *ahead_notes, *_flags(job, ()), world_note]
         return HangVerdict((), (), None, 0.0, tuple(evidence), (), size, source, "none", reason, **context)
     kind: Level
