@@ -155,7 +155,10 @@ TIMEOUT_221 = (
         ("gpu068:12345:12345 [3] NCCL INFO Bootstrap : Using ib0:10.0.0.68<0>", None),
         ("step 5090 | loss 2.31 | step_time 0.91s", None),
         ("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout() + 0x1d2 (0x7f in libtorch_cuda.so)", None),
-        ("Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1)", {"kind": "other"}),
+        (  # PyTorch 1.x: no SeqNum
+            "Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1)",
+            {"kind": "timeout", "seq": None, "op": "ALLREDUCE"},
+        ),
         ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=", None),  # cut off
         ("\x00\x1b[31mgarbage \udcff", None),
         ("", None),
@@ -369,15 +372,23 @@ def test_logs_without_a_hang(tmp_path: Path) -> None:
     assert "no NCCL watchdog timeout" in v.evidence[0]
 
 
-@pytest.mark.parametrize("make", ["missing", "empty", "file"])
+@pytest.mark.parametrize("make", ["missing", "empty"])
 def test_unusable_logdir(tmp_path: Path, make: str) -> None:
     target = tmp_path / "logs"
     if make == "empty":
         target.mkdir()
-    elif make == "file":
-        target.write_text("x")
     with pytest.raises(LogDirError, match=str(target)):
         find_culprits(target, ProblemLog())
+
+
+def test_files_and_folders_together_are_one_job(tmp_path: Path) -> None:
+    files = sorted((FIXTURES / "pt24_host_files").iterdir())
+    (tmp_path / "gpu069").mkdir()
+    shutil.copy(files[1], tmp_path / "gpu069" / "gpu069.log")
+    v = find_culprits([files[0], tmp_path / "gpu069"], ProblemLog())
+    assert v.culprit_ranks == (6,) and v.culprit_hosts == ("gpu069",)
+    alone = find_culprits(files[0], ProblemLog())  # rank 6's host missing: nobody is behind
+    assert alone.culprit_ranks == () and alone.level == "none"
 
 
 def test_cli_nccl_hang() -> None:
@@ -387,10 +398,11 @@ def test_cli_nccl_hang() -> None:
     out = orjson.loads(result.stdout)
     assert out["culprit_ranks"] == [3, 12] and out["culprit_hosts"] == ["node-a07", "node-b12"]
     assert (out["seq"], out["op_type"], out["timeout_ms"]) == (42, "_ALLGATHER_BASE", 1800000)
-    assert len(out["ranks"]) == 16 and out["process_group"] == {"id": "0", "desc": "default_pg"}
+    assert len(out["ranks"]) == 16 and out["process_group"] == {"id": "0", "desc": "default_pg", "named": True}
     text = runner.invoke(app, ["nccl-hang", str(FIXTURES / "pt24_host_files")])
     assert text.exit_code == 0 and "culprit rank(s): 6" in text.stdout and "gpu069" in text.stdout
     missing = runner.invoke(app, ["nccl-hang", str(FIXTURES / "nope")])
-    assert missing.exit_code == 2 and "not a directory" in missing.output
+    assert missing.exit_code == 2 and "no such file or directory" in missing.output
+    assert "confidence: high: rank(s) 6 reported it themselves (rank 6: last enqueued work 5090" in text.stdout
     silent = runner.invoke(app, ["nccl-hang", str(FIXTURES / "all_timed_out"), "--world-size", "6", "--json"])
     assert orjson.loads(silent.stdout)["culprit_ranks"] == [4, 5]

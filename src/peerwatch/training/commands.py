@@ -13,7 +13,7 @@ from peerwatch.model import ProblemLog
 from peerwatch.training.classify import classify_series
 from peerwatch.training.features import SeriesError
 from peerwatch.training.inputs import load_series
-from peerwatch.training.nccl import HangVerdict
+from peerwatch.training.nccl import HangVerdict, group_label
 from peerwatch.training.nccl_logs import LogDirError
 from peerwatch.training.nccl_report import find_culprits
 from peerwatch.training.series import InputError
@@ -88,14 +88,17 @@ def _print_shape(r: ShapeResult, source: str, unit: str, notes: tuple[str, ...],
 
 @app.command("nccl-hang")
 def nccl_hang(
-    logdir: Annotated[Path, typer.Argument(help="Folder with one log per host or rank (and flight-recorder dumps).")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Log files or folders: one log per host or rank, a pasted excerpt, dumps, RAS output."),
+    ],
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     world_size: Annotated[int | None, typer.Option("--world-size", min=1, help="Number of ranks in the job.")] = None,
 ) -> None:
     """Name the rank(s) and host(s) that never reached the collective an NCCL watchdog timed out on."""
     problems = ProblemLog()
     try:
-        verdict = find_culprits(logdir, problems, world_size)
+        verdict = find_culprits(paths, problems, world_size)
     except LogDirError as exc:
         _fail(str(exc))
         return
@@ -106,20 +109,24 @@ def nccl_hang(
 
 
 def _print_verdict(v: HangVerdict) -> None:
-    if v.hang is None:
+    if v.hang is None and not v.culprit_ranks:
         typer.echo("no hang found")
     else:
-        h = v.hang
         who = ", ".join(map(str, v.culprit_ranks)) or "none identified"
         typer.echo(
             typer.style(f"culprit rank(s): {who}", fg=typer.colors.RED, bold=True)
             + f"  host(s): {', '.join(v.culprit_hosts) or 'unknown'}  (confidence {v.confidence:.2f})"
         )
+    if v.hang is not None:
+        h = v.hang
         desc = f" ({h.desc})" if h.desc else ""
-        typer.echo(f"waited on: PG {h.pg}{desc} SeqNum {h.seq} {h.op or ''}".rstrip())
+        typer.echo(f"waited on: {group_label(h)}{desc} SeqNum {h.seq} {h.op or ''}".rstrip())
+    typer.echo(f"confidence: {v.level}: {v.reason}")
     typer.echo("evidence:")
     for line in v.evidence:
         typer.echo(f"  - {line}")
+    if v.watchdog:
+        typer.echo(f"stuck watchdog / heartbeat monitor: rank(s) {', '.join(str(r) for r, _, _ in v.watchdog)}")
     if v.ranks:
         counts: dict[str, int] = {}
         for s in v.ranks:

@@ -11,7 +11,8 @@ Recognised (PyTorch 1.13 to 2.6+, NCCL 2.x):
   Timeout(ms)=..) ran for .. milliseconds``;
 * ``last enqueued NCCL work: N, last completed NCCL work: M`` in its forms ("Timeout at NCCL work",
   "Exception ... detected by watchdog at work", "Received a dump signal ... from rank R");
-* the heartbeat monitor ("watchdog got stuck", "Heartbeat monitor timed out"), GIL warnings,
+* the heartbeat monitor ("watchdog got stuck", "Heartbeat monitor timed out", "detected no heartbeat"),
+  GIL warnings,
   NCCL WARN lines, CUDA/NCCL errors, world size, process-group init options, NCCL communicator
   init lines and torchelastic's failure summary (``host :``, ``rank : 9 (local_rank: 1)``).
 """
@@ -21,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from peerwatch.training.nccl_prefix import split_prefix
 
 Kind = Literal[
     "timeout",
@@ -37,21 +40,21 @@ Kind = Literal[
     "other",
 ]
 
-_ROLE = re.compile(r"^\s*\[([A-Za-z_]+?)(\d+)\]:\s?")
-_GLOG = re.compile(r"^\[([EWIF])(?:(\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) +\d+)? *[^\]\s]+:\d+\]\s*")
+_GLOG = re.compile(r"\[([EWIF])(?:(\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) +\d+)? *[^\]\s]+:\d+\]\s*")
 _PYLOG = re.compile(r"^\[?(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d(?:[.,]\d+)?)\]?\s*")
 _NCCL = re.compile(r"^([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] (?:\S+:\d+ )?NCCL (INFO|WARN|ERROR|TRACE)\s?(.*)$")
-_PG = re.compile(r"\[PG (?:ID )?(\d+)(?: PG GUID [^\s()\]]+)?\s*(?:\(([^)]*)\))?\s*Rank (\d+)\]")
+_PG = re.compile(r"\[PG (?:ID )?(\d+)(?: PG GUID ([^\s()\]]+))?\s*(?:\(([^)]*)\))?\s*Rank (\d+)\]")
 _OLD_RANK = re.compile(r"\[Rank (\d+)\]")
 _TIMEOUT = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\(((?:[^()]|\([a-z]+\))*)\)(?: ran for (\d+) milliseconds)?"
+    r"Watchdog caught collective operation timeout:\s*WorkNCCL\(((?:[^()]|\([a-z]+\))*)(\)|$)"
+    r"(?:\s*ran for (\d+)\s*milliseconds)?"
 )
 _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([^,)\s]+)")
 _ENQUEUED = re.compile(r"last enqueued (?:NCCL )?work: (-?\d+)", re.IGNORECASE)
 _COMPLETED = re.compile(r"last completed (?:NCCL )?work: (-?\d+)", re.IGNORECASE)
-_AT_WORK = re.compile(r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?):? (\d+)")
+_AT_WORK = re.compile(r"(?:Timeout at NCCL work|detected\s*by watchdog at work(?: sequence id)?):? (\d+)")
 _FROM_RANK = re.compile(r"dump signal.*?from\s+rank (\d+)", re.IGNORECASE)
-_STUCK = re.compile(r"watchdog got stuck for (\d+) seconds|Heartbeat monitor timed out")
+_STUCK = re.compile(r"watchdog got stuck for (\d+) seconds|Heartbeat monitor timed out|detected no heartbeat")
 _GIL = re.compile(r"Could not acquire GIL")
 _ERROR = re.compile(
     r"CUDA error|NCCL error|ncclInternalError|ncclSystemError|ncclRemoteError|ncclUnhandledCudaError|"
@@ -74,6 +77,7 @@ class LineEvent:
     global_rank: int | None = None  # from [rankN]: or a rank field
     local_rank: int | None = None  # from [defaultN]: or NCCL's [dev]
     pg: str | None = None  # process-group id (None: not said; old releases only had the default group)
+    pg_guid: str | None = None  # PG GUID (2.5+): unique across ranks where the id is not
     pg_desc: str | None = None
     pg_rank: int | None = None  # rank inside that group
     host: str | None = None
@@ -96,23 +100,13 @@ def _seconds(month: str, day: str, hh: str, mm: str, ss: str) -> float:
     return ((_DAYS[int(month) - 1] + int(day)) * 24 + int(hh)) * 3600 + int(mm) * 60 + float(ss.replace(",", "."))
 
 
-def split_prefix(line: str) -> tuple[int | None, int | None, str]:
-    """Global rank (``[rankN]:``), local rank (``[default3]:``, any torchrun role) and the rest of the line."""
-    global_rank = local_rank = None
-    while m := _ROLE.match(line):
-        if m.group(1).lower() == "rank":
-            global_rank = int(m.group(2))
-        else:
-            local_rank = int(m.group(2))
-        line = line[m.end() :]
-    return global_rank, local_rank, line
-
-
 def parse_line(line: str, lineno: int) -> LineEvent | None:
     """The event a line reports, or None for a line that says nothing useful."""
-    global_rank, local_rank, line = split_prefix(line)
-    ts = host = None
-    if m := _GLOG.match(line):
+    prefix = split_prefix(line)
+    global_rank, local_rank, host, line = prefix.global_rank, prefix.local_rank, prefix.host, prefix.rest
+    ts = None
+    # A glog header may follow a progress bar that had no newline: the record starts at the header.
+    if m := _GLOG.search(line, 0, 600):
         if m.group(2):
             ts = _seconds(m.group(2), m.group(3), m.group(4), m.group(5), m.group(6))
         line = line[m.end() :]
@@ -122,9 +116,9 @@ def parse_line(line: str, lineno: int) -> LineEvent | None:
     nccl = _NCCL.match(line)
     if nccl:
         host, local_rank = nccl.group(1), local_rank if local_rank is not None else int(nccl.group(4))
-    pg = pg_desc = pg_rank = None
+    pg = pg_guid = pg_desc = pg_rank = None
     if m := _PG.search(line):
-        pg, pg_desc, pg_rank = m.group(1), m.group(2), int(m.group(3))
+        pg, pg_guid, pg_desc, pg_rank = m.group(1), m.group(2), m.group(3), int(m.group(4))
     elif m := _OLD_RANK.search(line):
         pg_rank = int(m.group(1))
     base = LineEvent(
@@ -134,6 +128,7 @@ def parse_line(line: str, lineno: int) -> LineEvent | None:
         global_rank=global_rank,
         local_rank=local_rank,
         pg=pg,
+        pg_guid=pg_guid,
         pg_desc=pg_desc,
         pg_rank=pg_rank,
         host=host,
@@ -145,16 +140,20 @@ def parse_line(line: str, lineno: int) -> LineEvent | None:
 def _classify(e: LineEvent, nccl: re.Match[str] | None) -> LineEvent | None:
     text = e.text
     if m := _TIMEOUT.search(text):
-        fields = dict(_FIELD.findall(m.group(1)))
+        found = _FIELD.findall(m.group(1))
+        if not m.group(2) and found and not m.group(1).rstrip().endswith(","):
+            found = found[:-1]  # a paste cut the line: its last field may be cut too ("OpType=ALLR")
+        fields = dict(found)
         if "SeqNum" not in fields:
-            return e
+            # PyTorch 1.x prints no SeqNum: a timeout all the same, though not matched across ranks.
+            return replace(e, kind="timeout", op=fields.get("OpType")) if m.group(2) else None
         return replace(
             e,
             kind="timeout",
             seq=int(fields["SeqNum"]),
             op=fields.get("OpType"),
             timeout_ms=int(fields["Timeout(ms)"]) if "Timeout(ms)" in fields else None,
-            ran_ms=int(m.group(2)) if m.group(2) else None,
+            ran_ms=int(m.group(3)) if m.group(3) else None,
         )
     enq, comp = _ENQUEUED.search(text), _COMPLETED.search(text)
     if enq or comp:

@@ -1,11 +1,13 @@
-"""Reading a job's log directory and giving each event the global rank and host that logged it.
+"""Reading a job's logs and giving each event the global rank and host that logged it.
 
-LOGDIR holds one file per host or per rank, any names, optionally in subfolders, gzip or plain,
-plus flight-recorder dumps. Who logged a line is taken, in this order, from the line's own
-``[rankN]:`` prefix, its torchrun local rank mapped to a global rank (learned in the same file
-from lines that carry both, from ``global rank:`` init lines, from NCCL communicator init lines
-and from torchelastic's failure summary), its default-group tag ``[PG 0 Rank N]`` / ``[Rank N]``,
-the file name (``rank3.log``), or the single rank the file speaks for.
+The input is one or more files or folders: one file per host or per rank, any names, optionally in
+subfolders, gzip or plain, a single pasted excerpt, flight-recorder dumps and their analysis, RAS
+output. Wrapped messages are re-joined first (:mod:`nccl_wrap`). Who logged a line is taken, in
+this order, from the line's own ``[rankN]:`` prefix (or mpirun's ``[1,N]<stdout>:``), its torchrun
+local rank mapped to a global rank (learned in the same file from lines that carry both, from
+``global rank:`` init lines, from NCCL communicator init lines and from torchelastic's failure
+summary), its default-group tag ``[PG 0 Rank N]`` / ``[Rank N]``, the file name (``rank3.log``),
+or the single rank the file speaks for.
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ from __future__ import annotations
 import gzip
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from peerwatch.model import ProblemLog
 from peerwatch.training.flight import DumpError, FlightDump, is_dump, read_dump
-from peerwatch.training.nccl_lines import LineEvent, parse_line, split_prefix
+from peerwatch.training.nccl_lines import LineEvent, parse_line
+from peerwatch.training.nccl_prefix import split_prefix
+from peerwatch.training.nccl_reports import NamedReport, ras_world, read_reports
+from peerwatch.training.nccl_wrap import rejoin
 
+_NCCL_HOST = re.compile(r"^\s*([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\]")
+_HOSTY = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*$")  # no "_": host names have none, paste names often do
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|r)[_-]?(\d+)(?=$|[^0-9])", re.IGNORECASE)
 _NOT_HOST = frozenset(
     {
@@ -46,7 +53,7 @@ _SUFFIXES = (".gz", ".log", ".out", ".err", ".txt", ".json", ".pkl", ".pickle")
 
 
 class LogDirError(ValueError):
-    """LOGDIR is missing, unreadable or holds no file."""
+    """An input path is missing, or no file was given."""
 
 
 @dataclass
@@ -71,6 +78,7 @@ class JobLogs:
     ranks: dict[int, RankLog] = field(default_factory=dict)
     unattributed: list[tuple[str, LineEvent]] = field(default_factory=list)
     world: Counter[str] = field(default_factory=Counter)  # "size|source" votes
+    reports: list[NamedReport] = field(default_factory=list)  # desync, flight-recorder analysis, RAS
     members: dict[str, set[int]] = field(default_factory=dict)  # process group -> ranks that joined it
     files: int = 0
     rank_named_files: int = 0
@@ -90,24 +98,42 @@ def names_from_path(path: Path, root: Path) -> tuple[int | None, str | None]:
     tokens = [t for t in re.split(r"[-_.]+", rest) if t]
     hosty = [t for t in tokens if t.lower() not in _NOT_HOST and not t.isdigit()]
     host = rest.strip("-_.") if hosty else None
+    if host is not None and not (_HOSTY.match(host) and re.search(r"[\d-]", host)):
+        host = None  # "first.log" or "basicsr_737.log" name a paste, not a host
     if host is None and path.parent != root:
         host = path.parent.name
     return rank, host
 
 
+def _files(paths: list[Path]) -> list[tuple[Path, Path]]:
+    """(file, the folder its name is read against) for every file given or found under a folder given."""
+    out: list[tuple[Path, Path]] = []
+    for root in paths:
+        if root.is_file():
+            out.append((root, root.parent))
+        elif root.is_dir():
+            found = sorted(
+                p
+                for p in root.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            )
+            out += [(p, root) for p in found]
+        else:
+            raise LogDirError(f"{root}: no such file or directory")
+    if not out:
+        raise LogDirError(f"{', '.join(map(str, paths))}: no files")
+    return out
+
+
 def read_logdir(root: Path, problems: ProblemLog) -> JobLogs:
-    """Read every file under ``root``; a file that cannot be read is a problem, not a stop."""
-    if not root.is_dir():
-        raise LogDirError(f"{root}: not a directory")
-    paths = sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
-    if not paths:
-        raise LogDirError(f"{root}: no files")
+    """Read every file under ``root`` (kept for callers that pass one folder)."""
+    return read_logs([root], problems)
+
+
+def read_logs(paths: list[Path], problems: ProblemLog) -> JobLogs:
+    """Read every file given or under a folder given; a file that cannot be read is a problem, not a stop."""
     job = JobLogs()
-    for path in paths:
+    for path, root in _files(paths):
         try:
             data = path.read_bytes()
             if data[:2] == b"\x1f\x8b":
@@ -152,13 +178,17 @@ class _Scan:
     widest: int = 0  # ranks in the widest NCCL communicator
 
 
-def _scan(lines: list[str]) -> _Scan:
+def _scan(records: list[tuple[int, str]]) -> _Scan:
     scan = _Scan()
     comm: list[LineEvent] = []
     elastic_host: str | None = None
-    for lineno, line in enumerate(lines, 1):
-        g, loc, _ = split_prefix(line)
+    for lineno, line in records:
+        p = split_prefix(line)
+        g, loc = p.global_rank, p.local_rank
         scan.presence[("g", g) if g is not None else ("l", loc) if loc is not None else ("f", 0)] += 1
+        host = p.host or ((m := _NCCL_HOST.match(p.rest)) and m.group(1)) or None
+        if g is not None and host:  # a launcher's host prefix, or mpirun's rank tag before NCCL's host:pid:tid
+            scan.rank_hosts.setdefault(g, host)
         e = parse_line(line, lineno)
         if e is None:
             continue
@@ -189,7 +219,16 @@ def _default_group(e: LineEvent) -> bool:
 
 
 def _add_text(job: JobLogs, where: str, lines: list[str], file_rank: int | None, file_host: str | None) -> None:
-    scan = _scan(lines)
+    records = rejoin(lines)
+    scan = _scan(records)
+    reports = read_reports(records)
+    job.reports += reports
+    for size, source in [(r.world, f"{r.kind} report") for r in reports] + [(ras_world(records), "NCCL RAS")]:
+        if size:
+            job.world[f"{size}|{source}"] += 1
+    for report in reports:
+        for rank, host in report.hosts:
+            job.rank(rank).hosts[host] += 1
     named = {g for kind, g in scan.presence if kind == "g"} | set(scan.local_map.values())
     named |= {e.global_rank for e in scan.events if e.global_rank is not None and e.kind != "elastic_rank"}
     named |= {e.pg_rank for e in scan.events if e.pg_rank is not None and _default_group(e)}
@@ -204,7 +243,13 @@ def _add_text(job: JobLogs, where: str, lines: list[str], file_rank: int | None,
             return e.pg_rank
         return single
 
+    # 2.4+ prints the timeout line without its group and the next line with it: carry the group over.
+    groups: dict[tuple[int | None, int | None], tuple[str | None, str | None, str | None]] = {
+        (resolve(e), e.seq): (e.pg, e.pg_guid, e.pg_desc) for e in scan.events if e.pg is not None and e.seq is not None
+    }
     for e in scan.events:
+        if e.kind == "timeout" and e.pg is None and (found := groups.get((resolve(e), e.seq))):
+            e = replace(e, pg=found[0], pg_guid=found[1], pg_desc=found[2])
         if e.kind == "world" and e.size:
             job.world[f"{e.size}|world size line"] += 1
         elif e.kind == "pg_init" and e.size and _default_group(e):
