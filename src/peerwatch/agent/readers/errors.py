@@ -1,0 +1,2 @@
+class ReadError(ValueError):
+    """Saved output that a reader cannot read; the message names the line."""
