@@ -140,7 +140,7 @@ def judge_port(p: Port, expected: float | None, rate_shown: bool = True) -> tupl
     """
     if p.state is None:
         return Status.UNKNOWN, "port state unreadable"
-    state = f"{p.state[1]}/{p.phys_state[1] if p.phys_state else '?'}"
+    state = f"{p.state[1]}/{p.phys_state[1]}" if p.phys_state else p.state[1]
     if not p.up:
         names = [p.phys_state[1]] if p.phys_state else []
         advice = next((DOWN_ADVICE[n] for n in [*names, p.state[1]] if n in DOWN_ADVICE), "")

@@ -73,7 +73,8 @@ def _from_table(text: str) -> tuple[Status | None, dict[str, tuple[Status, str]]
     for _, line in clean_lines(text):
         if not line.lstrip().startswith("|"):
             continue
-        cells = [c.rstrip() for c in line.strip().strip("|").split("|")]
+        # keep the tree's indentation ("|    -> Errors"), less the cell's one space of padding
+        cells = [c.rstrip().removeprefix(" ") for c in line.strip().strip("|").split("|")]
         left, right = cells[0], (cells[1].strip() if len(cells) > 1 else "")
         if match := _OVERALL.search(" ".join(cells)):
             overall, current = status_of(match.group(1) or right), None
