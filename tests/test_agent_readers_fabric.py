@@ -167,6 +167,11 @@ def test_lspci_uncorrectable_aer_status() -> None:
     assert status is BAD and hint.startswith("AER uncorrectable error status: CmpltTO")
 
 
+def test_lspci_pasted_after_a_sentence() -> None:
+    pasted = "Here is the output of lspci -vv on the VM:\n\n" + text("lspci/virtualclient_t4_vm.txt")
+    assert lspci.detect(pasted) and not ibstat.detect(pasted)
+
+
 def test_lspci_virtual_functions_idle_gpus_and_cut_pastes() -> None:
     vm = verdicts(lspci.read(text("lspci/virtualclient_t4_vm.txt")), "pcie_link")
     # a T4 at 2.5 of 8 GT/s may be idle; the ConnectX-4 Lx virtual function has no link of its own
@@ -235,6 +240,20 @@ def test_dcgmi_diag_json_shapes_and_bad_json() -> None:
     results = dcgmi_diag.read("Successfully ran diagnostic for group.\n" + json.dumps(doc))
     assert verdicts(results) == {"gpu/0": OK, "gpu/1": CRIT, "gpu/2": UNK, "node": CRIT}
     assert hints(results)["gpu/1"] == "memory: Fail (DBE detected)"
+
+
+def test_dcgmi_diag_4x_table_failure_belongs_to_its_gpu() -> None:
+    # synthetic: DCGM 4.x rows ("GPU1: Fail", then its Warning) as dcgmi/Diag.cpp prints them, added to issue 253's
+    real = text("dcgmi_diag/dcgm_issue253_4x_excerpt.txt")
+    edited = real.replace("| memory                    | Pass", "| memory                    | Fail  |") + (
+        "|                           | GPU0: Pass                                     |\n"
+        "|                           | GPU1: Fail                                     |\n"
+        "| Warning                   | GPU1 row remap failure                         |\n"
+        "|                           | GPU2: Pass                                     |\n"
+    )
+    results = dcgmi_diag.read(edited)
+    assert verdicts(results) == {"gpu/0": OK, "gpu/1": CRIT, "gpu/2": OK, "gpu/3": OK, "node": CRIT}
+    assert hints(results)["gpu/1"] == "memory: Fail (GPU1 row remap failure)"
 
 
 def test_dcgmi_diag_setup_failure_is_not_a_hardware_verdict() -> None:

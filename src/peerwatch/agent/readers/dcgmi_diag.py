@@ -124,10 +124,11 @@ def _from_table(text: str) -> list[_Outcome]:
             current = _row_result(category, left, right, outcomes)
         elif left:  # a row cut off by the end of a paste: no result to read
             message, current = None, None
-        elif message is not None and right:
+        elif message is not None and right and not (_RESULT_4X.match(right) or _RESULT_3X.match(right)):
             message.append(chunk)
-        elif current is not None and right:
-            _row_result(category, current.test, right, outcomes)
+        elif current is not None and right:  # "GPU0: Fail" or "Fail - GPU: 0" under the test's row
+            message = None
+            current = _row_result(category, current.test, right, outcomes)
     return [o for o in outcomes if o.category != "Metadata" or o.test == "devices"]
 
 

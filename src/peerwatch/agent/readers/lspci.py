@@ -79,13 +79,11 @@ class _Device:
 
 
 def detect(text: str) -> bool:
-    """True when the first line is an lspci device header and a later line an indented capability/field."""
-    lines = first_lines(text, 4)
-    return (
-        bool(lines)
-        and _HEADER.match(lines[0]) is not None
-        and any(line.startswith(("Subsystem:", "Control:", "Flags:", "Capabilities:")) for line in lines[1:])
-    )
+    """True when one of the first lines is a device header (``3b:00.0 3D controller: ...``) followed by its fields."""
+    lines = first_lines(text, 8)
+    first = next((i for i, line in enumerate(lines[:5]) if _HEADER.match(line)), None)
+    fields = ("Subsystem:", "Control:", "Flags:", "Capabilities:")
+    return first is not None and any(line.startswith(fields) for line in lines[first + 1 : first + 4])
 
 
 def read(text: str) -> list[CheckResult]:
