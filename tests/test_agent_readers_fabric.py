@@ -116,8 +116,9 @@ def test_ib_rate_below_the_hosts_other_rails_is_degraded() -> None:
 def test_ibstat_panic_names_the_device_it_could_not_read() -> None:
     out = "CA 'mlx5_0'\n\tCA type: MT4129\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n"
     out += "ibpanic: [1323906] main: stat of IB device 'mlx5_8' failed: No such file or directory\n"
-    got = {r.component: (r.status, r.hint) for r in ibstat.read(out)}  # synthetic: gpud PR 752's shape
-    assert got["mlx5_8"] == (UNK, "ibstat could not read it: No such file or directory")
+    results = ibstat.read(out + out.splitlines()[-1])  # synthetic: gpud PR 752's shape, the panic line twice
+    assert [r.component for r in results] == ["mlx5_0:1", "mlx5_8"]
+    assert (results[1].status, results[1].hint) == (UNK, "ibstat could not read it: No such file or directory")
 
 
 # --- PCIe ------------------------------------------------------------------------------------------
@@ -207,6 +208,14 @@ def test_dcgmi_diag_fail_on_every_gpu_carries_each_gpus_message() -> None:
 )
 def test_dcgmi_diag_verdicts_on_real_outputs(name: str, expected: dict[str, Status]) -> None:
     assert verdicts(dcgmi_diag.read(text(name))) == expected
+
+
+def test_dcgmi_diag_test_named_diagnostic_is_not_the_heading() -> None:
+    # found on the held-out go-dcgm excerpt: r3's "Diagnostic" test row was taken for the table heading
+    results = dcgmi_diag.read((HELDOUT / "dcgmi_diag_go-dcgm_issue52_excerpt2.txt").read_text(encoding="utf-8"))
+    assert hints(results)["gpu/1"] == "Diagnostic: Fail; Targeted Stress: Fail"
+    assert hints(results)["node"] == "4 test results: 1 pass, 3 fail"
+    assert "Diagnostic: Fail (GPU 0 API call cuMemGetInfo failed: 'context is destroyed'" in hints(results)["gpu/0"]
 
 
 def test_dcgmi_diag_json_shapes_and_bad_json() -> None:
@@ -336,7 +345,22 @@ def test_live_dcgm_check_reads_with_the_saved_output_reader() -> None:
 
 # --- held out --------------------------------------------------------------------------------------
 
-HELDOUT_EXPECTED: dict[str, tuple[ModuleType, dict[str, Status]]] = {}
+# Expected verdicts written from reading each file, before running the readers on it.
+HELDOUT_EXPECTED: dict[str, tuple[ModuleType, dict[str, Status]]] = {
+    "ibstat_gpud_a100_all_active.txt": (ibstat, {f"mlx5_{i}:1": OK for i in range(9)}),
+    "ibstat_gpud_h100_all_active_2.txt": (
+        ibstat,
+        {**{f"mlx5_{i}:1": OK for i in (0, 1, 4, 5, 6, 7, 8, 9)}, "mlx5_bond_0:1": OK},
+    ),
+    "ibstat_gpud_a100_ibpanic.txt": (ibstat, {**{f"mlx5_{i}:1": OK for i in range(8)}, "mlx5_8": UNK}),
+    "ibstat_gpud_pr482_polling.txt": (ibstat, {"mlx5_10:1": CRIT}),
+    "lspci_virtualclient_a100_vm.txt": (
+        lspci,
+        {f"{d:04x}:00:00.0": OK for d in (1, 2, 3, 4, 0xB, 0xC, 0xD, 0xE)},  # 8 A100 at 16 GT/s x16
+    ),
+    "dcgmi_diag_virtualclient_r2.json": (dcgmi_diag, {"node": OK}),
+    "dcgmi_diag_go-dcgm_issue52_excerpt2.txt": (dcgmi_diag, {"gpu/0": CRIT, "gpu/1": CRIT, "node": CRIT}),
+}
 
 
 @pytest.mark.parametrize("name", sorted(HELDOUT_EXPECTED))

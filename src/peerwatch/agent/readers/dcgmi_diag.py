@@ -105,7 +105,8 @@ def _from_table(text: str) -> list[_Outcome]:
         left, right = cells[0], (cells[1] if len(cells) > 1 else "")
         # dcgmi cuts long messages into fixed-width chunks, mid-word: keep a chunk's leading space to rejoin it
         chunk = raw[1][1:].rstrip() if len(raw) > 1 else right
-        if category in ("", "Metadata") or left == "Diagnostic":
+        # "| Diagnostic | Result |" is the heading; a "| Diagnostic | Pass - All |" row is the r3 test of that name
+        if category in ("", "Metadata") or (left == "Diagnostic" and right == "Result"):
             if left == "GPU Device IDs Detected":
                 outcomes.append(_Outcome("Metadata", "devices", "node", right))
             continue

@@ -43,7 +43,7 @@ def read(text: str) -> list[CheckResult]:
         if match := _CA.match(stripped):
             close()
             device, hca, fields = match.group(1), "", None
-        elif match := _PANIC.search(stripped):
+        elif (match := _PANIC.search(stripped)) and match.group(1) not in {r.component for r in panics}:
             panics.append(unknown("infiniband_port", f"ibstat could not read it: {match.group(2)}", match.group(1)))
         elif match := _PORT.match(stripped):
             if not device:
