@@ -19,7 +19,7 @@ from peerwatch.agent.readers.errors import ReadError
 from peerwatch.agent.runner import CommandResult, RecordedRunner
 
 DATA = Path(__file__).parent / "data" / "agent"
-HELDOUT = DATA / "heldout"
+HELDOUT = DATA / "heldout" / "fabric"
 READERS: dict[str, ModuleType] = {
     "ibstat": ibstat,
     "ibstatus": ibstatus,
