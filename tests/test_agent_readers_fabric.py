@@ -309,6 +309,8 @@ def test_dcgmi_health_tree_shape() -> None:
 
 def test_dcgmi_health_json() -> None:
     assert verdicts(dcgmi_health.read(text("dcgmi_health/virtualclient_healthy.json"))) == {"node": OK}
+    # the -j JSON after the `dcgmi health -s a` answer, pasted with prompts (DCGM issue 263)
+    assert verdicts(dcgmi_health.read(text("dcgmi_health/dcgm_issue263_healthy.txt"))) == {"node": OK}
     # synthetic: the -j shape of an incident, built as dcgmi/DcgmiOutput.cpp builds it
     doc = {
         "body": {

@@ -34,7 +34,7 @@ _OVERALL = re.compile(r"Overall Health\s*:?\s*(\w+)?", re.IGNORECASE)
 def detect(text: str) -> bool:
     """True for the table (``Health Monitor Report`` / ``Overall Health`` rows) or its JSON."""
     head = first_lines(text, 6)
-    if head and head[0].startswith("{"):  # -j puts the header after the body
+    if any(line.startswith("{") for line in head):  # -j puts the header after the body
         return '"Health Monitor Report"' in text[:20000] or '"Overall Health"' in text[:20000]
     return any("Health Monitor Report" in line or "| Overall Health" in line for line in head)
 
@@ -47,9 +47,10 @@ def status_of(word: str) -> Status | None:
 
 def read(text: str) -> list[CheckResult]:
     """The ``node`` verdict then one per entity; :class:`ReadError` when the text holds no overall verdict."""
-    stripped = "\n".join(line for _, line in clean_lines(text)).strip()
-    if stripped.startswith("{"):
-        overall, entities = _from_json(stripped)
+    lines = [line for _, line in clean_lines(text)]
+    start = next((i for i, line in enumerate(lines) if line.startswith("{")), None)
+    if start is not None:  # JSON, perhaps after "Health monitor systems set successfully."
+        overall, entities = _from_json("\n".join(lines[start:]))
     else:
         overall, entities = _from_table(text)
     if overall is None:
@@ -103,7 +104,7 @@ def _or_unknown(status: Status | None) -> Status:
 
 def _from_json(text: str) -> tuple[Status | None, dict[str, tuple[Status, str]]]:
     try:
-        doc = json.loads(text)
+        doc, _ = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError as exc:
         raise ReadError(f"line {exc.lineno}: not valid JSON: {exc.msg}") from exc
     body = doc.get("body") if isinstance(doc, dict) else None
