@@ -210,6 +210,14 @@ def test_dcgmi_diag_verdicts_on_real_outputs(name: str, expected: dict[str, Stat
     assert verdicts(dcgmi_diag.read(text(name))) == expected
 
 
+def test_dcgmi_diag_fail_all_on_one_gpu_run_names_that_gpu() -> None:
+    # synthetic: issue 264's table cut to one GPU (as `dcgmi diag -i 3` prints it), its message naming GPU 3
+    real = text("dcgmi_diag/nccl-tests_issue264_r3_fail.txt")
+    one = real.replace(",".join(["2330"] * 8), "2330").replace("GPU 0 Error", "GPU 3 Error", 1)
+    one = one[: one.index("| Warning                   | GPU 1")] + one[one.index("+-----  Stress") :]
+    assert verdicts(dcgmi_diag.read(one)) == {"gpu/3": CRIT, "node": CRIT}
+
+
 def test_dcgmi_diag_test_named_diagnostic_is_not_the_heading() -> None:
     # found on the held-out go-dcgm excerpt: r3's "Diagnostic" test row was taken for the table heading
     results = dcgmi_diag.read((HELDOUT / "dcgmi_diag_go-dcgm_issue52_excerpt2.txt").read_text(encoding="utf-8"))

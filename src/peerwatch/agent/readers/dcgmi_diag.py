@@ -206,7 +206,10 @@ def _json_messages(result: Mapping[str, Any]) -> list[list[str]]:
 def _judge(outcomes: list[_Outcome]) -> Iterator[CheckResult]:
     devices = next((o.word for o in outcomes if o.test == "devices"), "")
     tests = [o for o in outcomes if o.test != "devices"]
-    gpus = sorted({o.entity for o in tests if o.entity.startswith("gpu/")}, key=_entity_key)
+    named = {o.entity for o in tests if o.entity.startswith("gpu/")}
+    # "GPU 3 ..." messages name the GPUs a "Fail - All" covered (dcgmi diag -i 3 tests GPU 3 alone)
+    named |= {f"gpu/{m.group(1)}" for o in tests for msg in o.messages if (m := _MESSAGE_GPU.match(msg[0]))}
+    gpus = sorted(named, key=_entity_key)
     if not gpus and (count := len(_DEVICE_IDS.findall(devices))):
         gpus = [f"gpu/{i}" for i in range(count)]
     per_entity: dict[str, list[tuple[Status | None, str]]] = {g: [] for g in gpus}

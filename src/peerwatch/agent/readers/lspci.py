@@ -63,7 +63,6 @@ _FLAG_SET = re.compile(r"(\w+)\+")
 @dataclass
 class _Device:
     address: str
-    line: int
     class_name: str
     class_code: str
     description: str
@@ -127,11 +126,11 @@ def _kind(device: _Device) -> DeviceKind | None:
 
 def _devices(text: str) -> list[_Device]:
     devices: list[_Device] = []
-    for number, line in clean_lines(text):
+    for _, line in clean_lines(text):
         if match := _HEADER.match(line.strip()) if line[:1] not in (" ", "\t") else None:
             address, class_name, code, description = match.groups()
             class_code = f"0x{code.lower()}" if code else CLASS_CODES.get(class_name.strip().lower(), "")
-            devices.append(_Device(address, number, class_name.strip(), class_code, description))
+            devices.append(_Device(address, class_name.strip(), class_code, description))
         elif devices and ":" in line:
             key, _, value = line.strip().partition(":")
             if key == "Capabilities" and " Express " in f" {value} ":
