@@ -368,6 +368,9 @@ HELDOUT_EXPECTED: dict[str, tuple[ModuleType, dict[str, Status]]] = {
         lspci,
         {f"{d:04x}:00:00.0": OK for d in (1, 2, 3, 4, 0xB, 0xC, 0xD, 0xE)},  # 8 A100 at 16 GT/s x16
     ),
+    "ibstatus_heioy_books_mlx4.txt": (ibstatus, {"mlx4_0:1": OK, "mlx4_0:2": OK}),
+    "ibstat_heioy_books_mlx4.txt": (ibstat, {"mlx4_0:1": OK, "mlx4_0:2": OK, "mlx4_1:1": OK, "mlx4_1:2": OK}),
+    "ibstat_heioy_books_one_port.txt": (ibstat, {"mlx4_0:2": OK}),  # `ibstat mlx4_0 2`: "CA: '...'"
     "dcgmi_diag_virtualclient_r2.json": (dcgmi_diag, {"node": OK}),
     "dcgmi_diag_go-dcgm_issue52_excerpt2.txt": (dcgmi_diag, {"gpu/0": CRIT, "gpu/1": CRIT, "node": CRIT}),
 }

@@ -16,7 +16,7 @@ from peerwatch.agent.readers.pasted import clean_lines, first_lines, key_value
 
 FORMAT = "ibstat"
 
-_CA = re.compile(r"^CA '([^']+)'\s*$")
+_CA = re.compile(r"^CA:? '([^']+)'\s*$")  # `ibstat CA PORT` prints "CA: 'mlx4_0'"
 _PORT = re.compile(r"^Port (\d+):\s*$")
 _PANIC = re.compile(r"ibpanic: .*?IB device '([^']+)' failed: (.*)$")
 
