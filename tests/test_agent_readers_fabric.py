@@ -14,6 +14,7 @@ import pytest
 
 from peerwatch.agent.checks import CheckResult, Status
 from peerwatch.agent.dcgm import DcgmHealthCheck
+from peerwatch.agent.infiniband import parse_phys_state, parse_state
 from peerwatch.agent.readers import dcgmi_diag, dcgmi_health, ibstat, ibstatus, ibv_devinfo, lspci
 from peerwatch.agent.readers.errors import ReadError
 from peerwatch.agent.runner import CommandResult, RecordedRunner
@@ -111,6 +112,30 @@ def test_ib_rate_below_the_hosts_other_rails_is_degraded() -> None:
     assert verdicts(results)["mlx5_0:1"] is BAD
     assert hints(results)["mlx5_0:1"].startswith("rate 200 Gb/sec < 400 Gb/sec expected")
     assert verdicts(results)["mlx5_1:1"] is OK  # the 100G ConnectX-6 Dx is no peer of the 400G rails
+
+
+def test_ib_port_in_init_waits_for_the_subnet_manager() -> None:
+    # synthetic: one port of a real ibstat edited to the state a port without a subnet manager shows
+    edited = text("ibstat/l2fwd-nv_issue6.txt").replace("State: Active", "State: Initializing", 1)
+    results = ibstat.read(edited)
+    assert verdicts(results)["mlx5_0:1"] is CRIT
+    assert hints(results)["mlx5_0:1"].startswith("port INIT/LinkUp: link down; physical link up but no subnet manager")
+
+
+@pytest.mark.parametrize(
+    ("state", "phys", "expected"),
+    [
+        ("4: ACTIVE", "5: LinkUp", ((4, "ACTIVE"), (5, "LinkUp"))),  # sysfs, ibstatus
+        ("PORT_ACTIVE (4)", "LINK_UP (5)", ((4, "ACTIVE"), (5, "LinkUp"))),  # ibv_devinfo -v
+        ("Active", "LinkUp", ((4, "ACTIVE"), (5, "LinkUp"))),  # ibstat
+        ("Down", "Polling", ((1, "DOWN"), (2, "Polling"))),
+        ("Initializing", "LinkErrorRecovery", ((2, "INIT"), (6, "LinkErrorRecovery"))),
+        ("PORT_ARMED (3)", "POLLING (2)", ((3, "ARMED"), (2, "Polling"))),
+        ("sideways", "Initializing", (None, None)),  # "Initializing" is a logical state only
+    ],
+)
+def test_port_states_as_each_tool_prints_them(state: str, phys: str, expected: tuple[object, object]) -> None:
+    assert (parse_state(state), parse_phys_state(phys)) == expected
 
 
 def test_ibstat_panic_names_the_device_it_could_not_read() -> None:

@@ -90,30 +90,35 @@ class Port:
 
 
 _CODE_IN_PARENS = re.compile(r"\((\d+)\)")
-_STATE_ALIASES: Mapping[str, int] = {"initializing": 2, "linkup": 5, "phytest": 7}
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[^a-z]", "", name.lower().removeprefix("port_"))
 
 
-def parse_state(text: str | None, names: Mapping[int, str] = STATE_NAMES) -> tuple[int, str] | None:
-    """``(code, sysfs name)`` of a port state as any tool prints it, ``None`` if unrecognised.
-
-    sysfs and ``ibstatus``: ``4: ACTIVE``; ``ibv_devinfo``: ``PORT_ACTIVE (4)``, ``LINK_UP (5)``;
-    ``ibstat``: ``Active``, ``LinkUp`` (no code: looked up by name in ``names``).
-    """
+def _parse(text: str | None, names: Mapping[int, str], aliases: Mapping[str, int]) -> tuple[int, str] | None:
     text = (text or "").strip()
     if match := _STATE.match(text):
         return int(match.group(1)), match.group(2)
     if match := _CODE_IN_PARENS.search(text):
         code = int(match.group(1))
         return code, names.get(code, text.split(" ")[0])
-    by_name = {_norm(name): code for code, name in names.items()} | {
-        k: v for k, v in _STATE_ALIASES.items() if v in names and _norm(names[v]) != k
-    }
-    found = by_name.get(_norm(text))
+    found = {_norm(name): code for code, name in names.items()}.get(_norm(text), aliases.get(_norm(text)))
     return (found, names[found]) if found is not None else None
+
+
+def parse_state(text: str | None) -> tuple[int, str] | None:
+    """``(code, sysfs name)`` of a logical port state as any tool prints it, ``None`` if unrecognised.
+
+    sysfs and ``ibstatus``: ``4: ACTIVE``; ``ibv_devinfo``: ``PORT_ACTIVE (4)``; ``ibstat``: ``Active``
+    (no code: looked up by name; ibstat says ``Initializing`` for INIT).
+    """
+    return _parse(text, STATE_NAMES, {"initializing": 2})
+
+
+def parse_phys_state(text: str | None) -> tuple[int, str] | None:
+    """``(code, sysfs name)`` of a physical port state: ``5: LinkUp``, ``LINK_UP (5)`` or ``LinkUp``."""
+    return _parse(text, PHYS_STATE_NAMES, {})
 
 
 def parse_rate(text: str) -> float | None:
@@ -208,7 +213,7 @@ def read_ports(sys_root: Path) -> list[Port]:
                     hca,
                     read_text(port_dir / "link_layer") or "InfiniBand",
                     parse_state(read_text(port_dir / "state")),
-                    parse_state(read_text(port_dir / "phys_state"), PHYS_STATE_NAMES),
+                    parse_phys_state(read_text(port_dir / "phys_state")),
                     parse_rate(rate_text),
                     rate_text,
                     counters,

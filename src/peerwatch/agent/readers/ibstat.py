@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from peerwatch.agent.checks import CheckResult, unknown
-from peerwatch.agent.infiniband import PHYS_STATE_NAMES, Port, judge_ports, parse_state
+from peerwatch.agent.infiniband import Port, judge_ports, parse_phys_state, parse_state
 from peerwatch.agent.readers.errors import ReadError
 from peerwatch.agent.readers.pasted import clean_lines, first_lines, key_value
 
@@ -73,7 +73,7 @@ def _port(device: str, port: str, hca: str, fields: dict[str, str]) -> Port:
         hca,
         fields.get("Link layer", "InfiniBand"),
         parse_state(fields.get("State")),
-        parse_state(fields.get("Physical state"), PHYS_STATE_NAMES),
+        parse_phys_state(fields.get("Physical state")),
         gbps,
         f"{rate} Gb/sec" if gbps is not None else rate,
         {},

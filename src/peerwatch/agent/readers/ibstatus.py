@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from peerwatch.agent.checks import CheckResult
-from peerwatch.agent.infiniband import PHYS_STATE_NAMES, Port, judge_ports, parse_rate, parse_state
+from peerwatch.agent.infiniband import Port, judge_ports, parse_phys_state, parse_rate, parse_state
 from peerwatch.agent.readers.errors import ReadError
 from peerwatch.agent.readers.pasted import clean_lines, first_lines, key_value
 
@@ -44,7 +44,7 @@ def read(text: str) -> list[CheckResult]:
             "",
             fields.get("link_layer", "InfiniBand"),
             parse_state(fields.get("state")),
-            parse_state(fields.get("phys state"), PHYS_STATE_NAMES),
+            parse_phys_state(fields.get("phys state")),
             parse_rate(fields.get("rate", "")),
             fields.get("rate", ""),
             {},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from peerwatch.agent.checks import CheckResult
-from peerwatch.agent.infiniband import PHYS_STATE_NAMES, Port, judge_ports, parse_state
+from peerwatch.agent.infiniband import Port, judge_ports, parse_phys_state, parse_state
 from peerwatch.agent.readers.errors import ReadError
 from peerwatch.agent.readers.pasted import clean_lines, first_lines, key_value
 
@@ -67,7 +67,7 @@ def _port(device: str, info: dict[str, str], port: str, fields: dict[str, str]) 
         info.get("vendor_part_id", ""),
         fields.get("link_layer", "InfiniBand"),
         parse_state(fields.get("state")),
-        parse_state(fields.get("phys_state"), PHYS_STATE_NAMES),
+        parse_phys_state(fields.get("phys_state")),
         rate,
         text,
         {},
