@@ -135,7 +135,9 @@ class PcieLinkCheck:
         return gpu.utilization >= self.busy_utilization, f"utilization {gpu.utilization:g}%"
 
     def _judge(self, link: Link) -> CheckResult:
-        busy = self._gpu_busy(link.bus_id) if link.kind.idle_slows_link else (None, "")
+        slow = link.speed is not None and link.max_speed is not None and link.speed < link.max_speed
+        # nvidia-smi is asked only about a slow GPU link: the only case its answer decides
+        busy = self._gpu_busy(link.bus_id) if slow and link.kind.idle_slows_link else (None, "")
         status, hint = judge_link(link, busy)
         return CheckResult(self.name, link.bus_id, status, hint, tuple(link_measurements(link)))
 
