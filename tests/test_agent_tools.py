@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from peerwatch.agent.checks import CheckResult, Status
-from peerwatch.agent.dcgm import DcgmHealthCheck, parse_health
+from peerwatch.agent.dcgm import DcgmHealthCheck
 from peerwatch.agent.nvidia import MINIMAL_FIELDS, QUERY_FIELDS, REMAP_FIELDS, NvidiaSmi, NvidiaSmiCheck, parse_query
 from peerwatch.agent.nvme import NvmeCheck, parse_smart_log
+from peerwatch.agent.readers import dcgmi_health
 from peerwatch.agent.runner import CommandError, CommandResult, RecordedRunner
 
 FIX = Path(__file__).parent / "fixtures" / "agent"
@@ -154,7 +155,8 @@ def test_dcgm_health(fixture: str, expected: dict[str, Status]) -> None:
 
 
 def test_dcgm_incident_text_is_unwrapped() -> None:
-    _, entities = parse_health((CMD / "dcgmi_health_warning.txt").read_text())
+    results = dcgmi_health.read((CMD / "dcgmi_health_warning.txt").read_text())
+    entities = {r.component: (r.status, r.hint) for r in results}
     assert entities["gpu/0"] == (
         Status.UNHEALTHY,
         "PCIe system: Warning - Detected more than 8 PCIe replays per minute for GPU 0: 13",

@@ -58,16 +58,21 @@ class Link:
     max_speed: float | None
 
 
-def _kind_of(device: Path, kinds: tuple[DeviceKind, ...]) -> DeviceKind | None:
-    cls = (read_text(device / "class") or "").lower()
-    vendor = (read_text(device / "vendor") or "").lower()
+def kind_of(class_code: str, vendor: str, kinds: tuple[DeviceKind, ...] = DEVICE_KINDS) -> DeviceKind | None:
+    """The first of ``kinds`` matching a class code (``0x030200``) and vendor id (``0x10de``), or ``None``."""
+    cls, vendor = class_code.lower(), vendor.lower()
     for kind in kinds:
         if cls.startswith(kind.class_prefixes) and (kind.vendor is None or vendor == kind.vendor):
             return kind
     return None
 
 
-def _lower(a: float | None, b: float | None) -> float | None:
+def _kind_of(device: Path, kinds: tuple[DeviceKind, ...]) -> DeviceKind | None:
+    return kind_of(read_text(device / "class") or "", read_text(device / "vendor") or "", kinds)
+
+
+def lower(a: float | None, b: float | None) -> float | None:
+    """The lower of two limits, either of which may be unknown (``None``)."""
     return b if a is None else a if b is None else min(a, b)
 
 
@@ -82,8 +87,8 @@ def read_link(device: Path, kind: DeviceKind) -> Link | None:
     upstream = Path(os.path.realpath(device)).parent
     if pci_bus_id(upstream.name) is not None:
         up_width = read_int(upstream / "max_link_width")
-        max_width = int(w) if (w := _lower(max_width, up_width)) is not None else None
-        max_speed = _lower(max_speed, parse_speed(read_text(upstream / "max_link_speed")))
+        max_width = int(w) if (w := lower(max_width, up_width)) is not None else None
+        max_speed = lower(max_speed, parse_speed(read_text(upstream / "max_link_speed")))
     return Link(
         pci_bus_id(device.name) or device.name,
         kind,
@@ -130,39 +135,48 @@ class PcieLinkCheck:
         return gpu.utilization >= self.busy_utilization, f"utilization {gpu.utilization:g}%"
 
     def _judge(self, link: Link) -> CheckResult:
-        findings: list[tuple[Status, str]] = []
-        if link.width is None or link.max_width is None:
-            findings.append((Status.UNKNOWN, "link width unreadable"))
-        elif link.width < link.max_width:
-            findings.append((Status.UNHEALTHY, f"limited width: x{link.width} < x{link.max_width}; reseat or swap"))
-        if link.speed is None or link.max_speed is None:
-            findings.append((Status.UNKNOWN, "link speed unreadable"))
-        elif link.speed < link.max_speed:
-            slow = f"{link.speed:g} < {link.max_speed:g} GT/s"
-            if not link.kind.idle_slows_link:
-                findings.append((Status.UNHEALTHY, f"limited speed: {slow}; reseat or swap"))
-            else:
-                busy, why = self._gpu_busy(link.bus_id)
-                if busy:
-                    findings.append((Status.UNHEALTHY, f"limited speed: {slow} on a busy GPU ({why}); reseat or swap"))
-                elif busy is None:
-                    findings.append(
-                        (Status.UNKNOWN, f"speed {slow}: idle GPUs slow their link, busy state unknown ({why})")
-                    )
-                else:
-                    findings.append((Status.OK, f"speed {slow} on an idle GPU ({why}): power saving"))
-        status = worst(s for s, _ in findings)
-        hint = "; ".join(text for _, text in findings) or "link at full width and speed"
-        return CheckResult(self.name, link.bus_id, status, hint, tuple(self._measurements(link)))
+        slow = link.speed is not None and link.max_speed is not None and link.speed < link.max_speed
+        # nvidia-smi is asked only about a slow GPU link: the only case its answer decides
+        busy = self._gpu_busy(link.bus_id) if slow and link.kind.idle_slows_link else (None, "")
+        status, hint = judge_link(link, busy)
+        return CheckResult(self.name, link.bus_id, status, hint, tuple(link_measurements(link)))
 
-    @staticmethod
-    def _measurements(link: Link) -> Iterator[Measurement]:
-        ids = {"pci_bus_id": link.bus_id, "kind": link.kind.name}
-        for family, value in (
-            ("peerwatch_agent_pcie_current_link_width", link.width),
-            ("peerwatch_agent_pcie_max_link_width", link.max_width),
-            ("peerwatch_agent_pcie_current_link_speed_gts", link.speed),
-            ("peerwatch_agent_pcie_max_link_speed_gts", link.max_speed),
-        ):
-            if value is not None:
-                yield Measurement.of(family, value, **ids)
+
+def judge_link(link: Link, busy: tuple[bool | None, str]) -> tuple[Status, str]:
+    """Verdict and hint for one link: fewer lanes than it can reach → UNHEALTHY; a lower speed → UNHEALTHY,
+    except on a kind whose idle devices slow their link, where ``busy`` (busy?, why) decides: busy → UNHEALTHY,
+    idle → OK, not known → UNKNOWN.
+    """
+    findings: list[tuple[Status, str]] = []
+    if link.width is None or link.max_width is None:
+        findings.append((Status.UNKNOWN, "link width unreadable"))
+    elif link.width < link.max_width:
+        findings.append((Status.UNHEALTHY, f"limited width: x{link.width} < x{link.max_width}; reseat or swap"))
+    if link.speed is None or link.max_speed is None:
+        findings.append((Status.UNKNOWN, "link speed unreadable"))
+    elif link.speed < link.max_speed:
+        slow = f"{link.speed:g} < {link.max_speed:g} GT/s"
+        is_busy, why = busy
+        if not link.kind.idle_slows_link:
+            findings.append((Status.UNHEALTHY, f"limited speed: {slow}; reseat or swap"))
+        elif is_busy:
+            findings.append((Status.UNHEALTHY, f"limited speed: {slow} on a busy GPU ({why}); reseat or swap"))
+        elif is_busy is None:
+            findings.append((Status.UNKNOWN, f"speed {slow}: idle GPUs slow their link, busy state unknown ({why})"))
+        else:
+            findings.append((Status.OK, f"speed {slow} on an idle GPU ({why}): power saving"))
+    status = worst(s for s, _ in findings)
+    return status, "; ".join(text for _, text in findings) or "link at full width and speed"
+
+
+def link_measurements(link: Link) -> Iterator[Measurement]:
+    """The exported widths and speeds of one link."""
+    ids = {"pci_bus_id": link.bus_id, "kind": link.kind.name}
+    for family, value in (
+        ("peerwatch_agent_pcie_current_link_width", link.width),
+        ("peerwatch_agent_pcie_max_link_width", link.max_width),
+        ("peerwatch_agent_pcie_current_link_speed_gts", link.speed),
+        ("peerwatch_agent_pcie_max_link_speed_gts", link.max_speed),
+    ):
+        if value is not None:
+            yield Measurement.of(family, value, **ids)
