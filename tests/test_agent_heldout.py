@@ -1,4 +1,4 @@
-"""Readers on outputs held out while they were written (``tests/data/*/heldout``): every one is
+"""Readers on outputs held out while they were written (``tests/data/{agent,kernel}/heldout``): every one is
 read, and the verdicts match what the outputs show (checked by reading them afterwards)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from peerwatch.agent.readers import read_saved
 from peerwatch.agent.xid import parse_xids
 
 DATA = Path(__file__).parent / "data"
-HELD = sorted(p for p in DATA.glob("*/heldout/*") if p.name != "SOURCE.md")
+HELD = sorted(p for d in ("agent", "kernel") for p in (DATA / d).glob("heldout/*") if p.name != "SOURCE.md")
 
 
 @pytest.mark.parametrize("path", HELD, ids=lambda p: p.name)

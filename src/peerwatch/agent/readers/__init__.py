@@ -31,7 +31,18 @@ class Reader(Protocol):
     def read(self, text: str) -> list[CheckResult]: ...
 
 
-READER_MODULES: tuple[str, ...] = ("nvidia_smi_xml", "nvidia_smi_query", "nvidia_smi_csv", "kernel_log")
+READER_MODULES: tuple[str, ...] = (
+    "nvidia_smi_xml",
+    "nvidia_smi_query",
+    "nvidia_smi_csv",
+    "dcgmi_diag",
+    "dcgmi_health",
+    "ibstat",
+    "ibstatus",
+    "ibv_devinfo",
+    "lspci",
+    "kernel_log",
+)
 """Reader modules of this package in detection order; the kernel log stays last."""
 
 

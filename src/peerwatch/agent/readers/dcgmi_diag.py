@@ -19,8 +19,8 @@ from itertools import pairwise
 from typing import Any
 
 from peerwatch.agent.checks import SEVERITY, CheckResult, Status, worst
+from peerwatch.agent.paste import clean_lines, first_lines
 from peerwatch.agent.readers.errors import ReadError
-from peerwatch.agent.readers.pasted import clean_lines, first_lines
 
 FORMAT = "dcgmi-diag"
 CHECK = "dcgm_diag"

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from peerwatch.agent.checks import CheckResult, Status
+from peerwatch.agent.paste import clean_lines, first_lines
 from peerwatch.agent.readers.errors import ReadError
-from peerwatch.agent.readers.pasted import clean_lines, first_lines
 
 FORMAT = "dcgmi-health"
 CHECK = "dcgm_health"

@@ -11,8 +11,8 @@ import re
 
 from peerwatch.agent.checks import CheckResult
 from peerwatch.agent.infiniband import Port, judge_ports, parse_phys_state, parse_rate, parse_state
+from peerwatch.agent.paste import clean_lines, first_lines, key_value
 from peerwatch.agent.readers.errors import ReadError
-from peerwatch.agent.readers.pasted import clean_lines, first_lines, key_value
 
 FORMAT = "ibstatus"
 

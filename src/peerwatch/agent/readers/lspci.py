@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from peerwatch.agent.checks import CheckResult, Status
+from peerwatch.agent.paste import clean_lines, first_lines
 from peerwatch.agent.pcie import DEVICE_KINDS, DeviceKind, Link, judge_link, kind_of, link_measurements, lower
 from peerwatch.agent.readers.errors import ReadError
-from peerwatch.agent.readers.pasted import clean_lines, first_lines
 from peerwatch.agent.sysfs import pci_bus_id
 
 FORMAT = "lspci-vv"
