@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import platform
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from peerwatch import __version__
 from peerwatch.act.risk import RiskModel
 from peerwatch.model import DIAGNOSES
+from peerwatch.promtext import escape_help, sample_line
 from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.store import StoredAlarm, fault_events
 from peerwatch.service.workload import WorkloadGroup
@@ -63,19 +66,13 @@ class Health:
     sinks: Sequence[Metered] = ()
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 class _Text:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
     def family(self, name: str, mtype: str, help_: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
-        self.lines += [f"# HELP {name} {help_}", f"# TYPE {name} {mtype}"]
-        for labels, value in samples:
-            inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            self.lines.append(f"{name}{{{inner}}} {value!r}" if inner else f"{name} {value!r}")
+        self.lines += [f"# HELP {name} {escape_help(help_)}", f"# TYPE {name} {mtype}"]
+        self.lines += (sample_line(name, labels.items(), value) for labels, value in samples)
 
 
 def node_risk(alarms: Sequence[StoredAlarm], nodes: Iterable[str], at: float) -> dict[str, float]:
@@ -90,6 +87,12 @@ def node_risk(alarms: Sequence[StoredAlarm], nodes: Iterable[str], at: float) ->
 def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str, float]) -> str:
     """The exposition text of every peerwatch metric."""
     t = _Text()
+    t.family(
+        "peerwatch_build_info",
+        "gauge",
+        "Always 1: the running peerwatch's version and Python's, as labels.",
+        [({"version": __version__, "python": platform.python_version()}, 1.0)],
+    )
     t.family(
         "peerwatch_anomaly_score",
         "gauge",
