@@ -16,6 +16,7 @@ from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.store import StoredAlarm, fault_events
 from peerwatch.service.workload import WorkloadGroup
 
+SEVERITIES = ("warning", "critical")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -105,12 +106,14 @@ def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str
         "Lemon risk: how much likelier than a node with no history this node is to fail next.",
         (({"node": n}, round(v, 6)) for n, v in sorted(risk.items())),
     )
-    by_diagnosis = Counter(s.alarm.diagnosis for s in open_alarms)
+    counts = Counter((s.alarm.diagnosis, s.alarm.severity) for s in open_alarms)
+    # Every pair listed, 0 included: an alerting rule on a count sees it fall rather than vanish.
+    pairs = sorted({(d, s) for d in DIAGNOSES for s in SEVERITIES} | set(counts))
     t.family(
         "peerwatch_open_alarms",
         "gauge",
-        "Open alarms by diagnosis.",
-        (({"diagnosis": d}, float(by_diagnosis.get(d, 0))) for d in sorted(set(DIAGNOSES) | set(by_diagnosis))),
+        "Open alarms by diagnosis and severity.",
+        (({"diagnosis": d, "severity": s}, float(counts[(d, s)])) for d, s in pairs),
     )
     t.family(
         "peerwatch_monitoring_blind", "gauge", "1 while the source fails or is stale.", [({}, float(health.blind))]
