@@ -199,6 +199,7 @@ class AlertmanagerConfig(Settings):
     resolved_for: Duration = 900.0
     timeout: Duration = 10.0
     labels: dict[str, str] = Field(default_factory=dict)
+    runbook_base: HttpUrl | None = None  # where docs/runbooks is published: runbook_url is <base>/<diagnosis>.md
 
 
 class WritebackConfig(Settings):
