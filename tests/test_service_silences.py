@@ -165,3 +165,41 @@ def test_alerts_link_the_alarm_page_and_the_runbook(
     assert alert["annotations"]["runbook_url"] == f"{RUNBOOKS}/ib_link.md"
     runbook = Path(__file__).resolve().parents[1] / "docs" / "runbooks" / "ib_link.md"
     assert runbook.is_file()
+
+
+def test_the_running_service_silences_an_acknowledged_alarm_at_once(
+    tmp_path: Path,
+    alertmanager: Alertmanager,  # noqa: F811
+) -> None:
+    """The API's acknowledgement wakes the notifier: the silence comes well before the next resend (1 min)."""
+    service = make_service(tmp_path, alertmanager.url)
+    ident = open_alarm(service, "ack0000000005", "sil005")
+    with TestClient(create_app(service, run=True)) as client:  # threads run; the source is down (blind)
+        alertmanager.wait("the alert", lambda: alert_of(alertmanager, ident), timeout=15)
+        client.post(f"/api/v1/alarms/{ident}/acknowledge", json={"by": "carol", "note": "on it"}, headers=AUTH)
+        [made] = alertmanager.wait("the silence", lambda: silences(alertmanager, ident), timeout=15)
+        assert (made["createdBy"], made["comment"]) == ("carol", "on it")
+
+
+def test_another_clusters_silence_does_not_acknowledge(
+    served: tuple[Service, TestClient],
+    alertmanager: Alertmanager,  # noqa: F811
+) -> None:
+    """Two peerwatch instances (cluster labels) share one Alertmanager: each reads only its own alerts."""
+    service, client = served
+    ident = open_alarm(service, "ack0000000006", "sil006")
+    service.notify()
+    # The other cluster's alert with the same alarm id, silenced there.
+    now = time.time()
+    theirs = {"alertname": "PeerwatchAlarm", "alarm_id": ident, "node": "sil006", "cluster": "other"}
+    alert = {"labels": theirs, "startsAt": iso(now - 60), "endsAt": iso(now + 600)}
+    httpx.post(f"{alertmanager.url}/api/v2/alerts", json=[alert], timeout=5.0).raise_for_status()
+    matchers = [{"name": k, "value": v, "isRegex": False, "isEqual": True} for k, v in theirs.items()]
+    body = {"matchers": matchers, "startsAt": iso(now), "endsAt": iso(now + 600), "createdBy": "dan", "comment": "x"}
+    httpx.post(f"{alertmanager.url}/api/v2/silences", json=body, timeout=5.0).raise_for_status()
+    alertmanager.wait(
+        "their alert silenced",
+        lambda: [a for a in alertmanager.alerts() if a["labels"] == theirs and a["status"]["silencedBy"]],
+    )
+    service.notify()
+    assert client.get(f"/api/v1/alarms/{ident}").json()["status"] == "open"

@@ -26,6 +26,7 @@ from peerwatch.service.silences import Silences
 from peerwatch.service.store import Store, StoredAlarm
 
 ALERTNAME = "PeerwatchAlarm"
+OWN_LABELS = ("alertname", "node", "component", "diagnosis", "severity", "alarm_id")  # win over configured ones
 ALARM_PAGE = "/dashboard/alarms/{id}"  # the dashboard's alarm page (peerwatch.web.routes), under api.url
 
 
@@ -42,7 +43,8 @@ class AlertmanagerSink:
         self.config, self.clock, self.api_url = config, clock, api_url
         self.url = config.url + "/api/v2/alerts"
         self._http = httpx.Client(timeout=config.timeout)
-        self.silences = Silences(config.url, self._http, ALERTNAME)
+        scope = {k: v for k, v in config.labels.items() if k not in OWN_LABELS} | {"alertname": ALERTNAME}
+        self.silences = Silences(config.url, self._http, scope)
         self.sent = 0  # alerts
         self.stats = SinkStats("alertmanager")  # posts
         self.last_error: str | None = None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import httpx
 import orjson
 
+from peerwatch.promtext import escape_label_value
 from peerwatch.service.clock import iso
 from peerwatch.service.errors import ServiceError
 from peerwatch.service.posting import post_checked
@@ -44,8 +45,11 @@ def meta_key(alarm_id: str) -> str:
 class Silences:
     """One round of keeping acknowledgements and silences in step, over Alertmanager's API v2."""
 
-    def __init__(self, base_url: str, http: httpx.Client, alertname: str) -> None:
-        self.base, self.http, self.alertname = base_url, http, alertname
+    def __init__(self, base_url: str, http: httpx.Client, scope: Mapping[str, str]) -> None:
+        """``scope``: labels every alert of this peerwatch carries (its alertname and configured labels), so
+        that several peerwatch instances can share one Alertmanager."""
+        self.base, self.http = base_url, http
+        self.filter = [f'{k}="{escape_label_value(v)}"' for k, v in sorted(scope.items())]
 
     def sync(
         self,
@@ -85,7 +89,7 @@ class Silences:
 
     def _silenced(self) -> dict[str, Silence]:
         """Alarm id -> a silence that mutes its alert now (the first Alertmanager names)."""
-        resp = self.http.get(f"{self.base}/api/v2/alerts", params={"filter": f'alertname="{self.alertname}"'})
+        resp = self.http.get(f"{self.base}/api/v2/alerts", params={"filter": self.filter})
         resp.raise_for_status()
         muted = {
             str(a["labels"]["alarm_id"]): list(a["status"]["silencedBy"])
