@@ -163,6 +163,7 @@ def test_alerts_link_the_alarm_page_and_the_runbook(
     page = client.get(alert["generatorURL"].removeprefix(PUBLIC))
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html") and ident in page.text
     assert alert["annotations"]["runbook_url"] == f"{RUNBOOKS}/ib_link.md"
+    assert f'<p id="runbook">runbook: <a href="{RUNBOOKS}/ib_link.md">ib_link</a></p>' in page.text
     runbook = Path(__file__).resolve().parents[1] / "docs" / "runbooks" / "ib_link.md"
     assert runbook.is_file()
 

@@ -81,8 +81,9 @@ class AlertmanagerSink:
             "opened_ts": f"{a.ts:.3f}",
             "evidence": orjson.dumps([e.as_json() for e in a.evidence]).decode(),
         }
-        if self.config.runbook_base:
-            notes["runbook_url"] = f"{self.config.runbook_base}/{a.diagnosis}.md"
+        runbook = self.config.runbook_url(a.diagnosis)
+        if runbook is not None:
+            notes["runbook_url"] = runbook
         return notes
 
     def alert(self, s: StoredAlarm, wall: float, labels: Mapping[str, str] | None = None) -> dict[str, object]:
