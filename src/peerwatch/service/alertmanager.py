@@ -69,13 +69,13 @@ class AlertmanagerSink:
 
     def annotations(self, s: StoredAlarm) -> dict[str, str]:
         a = s.alarm
-        told = "; ".join(e.note for e in a.evidence if e.note)
+        notes = "; ".join(e.note for e in a.evidence if e.note)
         changed = "" if not a.changes else f", since {iso(self.clock.wall(a.changes[-1].ts))}"
-        notes = {
+        out = {
             "summary": f"{a.node} {a.component}: {a.diagnosis} ({a.severity}, action {a.action}{changed})",
             "diagnosis_now": a.diagnosis,
             "severity_now": a.severity,
-            "description": told or f"score {a.score:.1f}",
+            "description": notes or f"score {a.score:.1f}",
             "action": a.action,
             "score": f"{a.score:.2f}",
             "opened_ts": f"{a.ts:.3f}",
@@ -83,8 +83,8 @@ class AlertmanagerSink:
         }
         runbook = self.config.runbook_url(a.diagnosis)
         if runbook is not None:
-            notes["runbook_url"] = runbook
-        return notes
+            out["runbook_url"] = runbook  # of the diagnosis now: the alert's labels keep the first one
+        return out
 
     def alert(self, s: StoredAlarm, wall: float, labels: Mapping[str, str] | None = None) -> dict[str, object]:
         """One alert; ``labels`` given: that (outdated) label set, sent as resolved now."""
