@@ -94,13 +94,14 @@ def _receiver(store: list[dict[str, Any]]) -> ThreadingHTTPServer:
     return server
 
 
-def start_alertmanager(workdir: Path) -> tuple[Alertmanager, ThreadingHTTPServer]:
+def start_alertmanager(workdir: Path, config_text: str = CONFIG) -> tuple[Alertmanager, ThreadingHTTPServer]:
+    """An Alertmanager with ``config_text`` (``{url}`` in it: the recording webhook receiver's URL)."""
     binary = require_binary("prometheus-alertmanager")
     notifications: list[dict[str, Any]] = []
     hook = _receiver(notifications)
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "alertmanager.yml"
-    config.write_text(CONFIG.format(url=f"http://127.0.0.1:{hook.server_address[1]}/hook"))
+    config.write_text(config_text.replace("{url}", f"http://127.0.0.1:{hook.server_address[1]}/hook"))
     argv = [
         binary,
         f"--config.file={config}",

@@ -135,8 +135,9 @@ def test_metrics(client: TestClient) -> None:
     score = families["peerwatch_anomaly_score"].samples[0]
     assert score.labels == {"node": "gpu003", "component": "gpu/2", "metric": "DCGM_FI_DEV_XID_ERRORS"}
     assert score.value == 22.5
-    open_ = {s.labels["diagnosis"]: s.value for s in families["peerwatch_open_alarms"].samples}
-    assert open_["gpu_fallen_off_bus"] == 1 and open_["ib_link"] == 0 and open_["nvlink"] == 0
+    open_ = {(s.labels["diagnosis"], s.labels["severity"]): s.value for s in families["peerwatch_open_alarms"].samples}
+    assert open_[("gpu_fallen_off_bus", "critical")] == 1 and open_[("gpu_fallen_off_bus", "warning")] == 0
+    assert open_[("ib_link", "critical")] == 0 and open_[("nvlink", "warning")] == 0
     risk = {s.labels["node"]: s.value for s in families["peerwatch_node_risk"].samples}
     assert set(risk) == {"gpu003", "gpu004", "gpu005", "gpu010"} and risk["gpu004"] > risk["gpu005"]
     assert families["peerwatch_monitoring_blind"].samples[0].value == 0

@@ -174,7 +174,7 @@ def test_write_back_lines_and_a_vanished_alarm_count_written_as_zero() -> None:
     open_alarms = [StoredAlarm(alarm("n1", 40.0, "ecc_hbm", "warning"), 1.0)]
     assert sink.payload(health, open_alarms, {"n1": 2.0}) == [
         'peerwatch_anomaly_score{node="n1",component="gpu/0",metric="m"} 1.5 100000',
-        'peerwatch_node_risk{node="n1"} 2.0 100000',
+        'peerwatch_node_risk{node="n1"} 2 100000',  # one float formatter: integral values as integers
         'peerwatch_open_alarms{diagnosis="ecc_hbm",severity="warning"} 1 100000',
     ]
     sink._open_keys = {("ecc_hbm", "warning")}  # as after a successful push

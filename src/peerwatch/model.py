@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from peerwatch.promtext import escape_label_value
+
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -25,11 +27,6 @@ Labels = tuple[tuple[str, str], ...]
 def labels_of(mapping: Mapping[str, str]) -> Labels:
     """Sorted label pairs of a mapping, dropping ``__name__``."""
     return tuple(sorted((k, v) for k, v in mapping.items() if k != "__name__"))
-
-
-def _escape(value: str) -> str:
-    """A label value as the text format and PromQL selectors write it."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +50,7 @@ class SeriesKey:
         return dict(self.labels)
 
     def __str__(self) -> str:
-        inner = ",".join(f'{k}="{_escape(v)}"' for k, v in self.labels)
+        inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in self.labels)
         return f"{self.name}{{{inner}}}"
 
 

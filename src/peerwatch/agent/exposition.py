@@ -6,35 +6,14 @@ output with prometheus_client's parser to hold it to the format.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 
 from peerwatch.agent.checks import CheckResult, LabelPairs, Measurement
 from peerwatch.agent.families import FAMILIES
+from peerwatch.promtext import escape_help, sample_line
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _format_value(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
-
-
-def _series(name: str, labels: LabelPairs, value: float) -> str:
-    inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels)
-    return f"{name}{{{inner}}} {_format_value(value)}" if inner else f"{name} {_format_value(value)}"
 
 
 def status_measurements(results: Iterable[CheckResult]) -> list[Measurement]:
@@ -73,7 +52,7 @@ def render(measurements: Iterable[Measurement]) -> str:
         series = by_family.get(name)
         if not series:
             continue
-        lines.append(f"# HELP {name} {_escape_help(spec.help)}")
+        lines.append(f"# HELP {name} {escape_help(spec.help)}")
         lines.append(f"# TYPE {name} {spec.type}")
-        lines.extend(_series(name, labels, value) for labels, value in sorted(series.items()))
+        lines.extend(sample_line(name, labels, value) for labels, value in sorted(series.items()))
     return "\n".join(lines) + "\n" if lines else ""

@@ -4,7 +4,9 @@ Like Prometheus, the whole set is re-sent every ``resend_interval`` (and at once
 with ``endsAt`` four intervals ahead, so an Alertmanager that restarts, or a peerwatch that dies,
 heals by itself. The store is the truth; nothing is queued. Labels: ``alertname``, ``node``,
 ``component``, ``diagnosis``, ``severity``, ``alarm_id`` (plus configured ones); when an alarm's
-labels change (its diagnosis settles), the old label set is sent as resolved.
+labels change (its diagnosis settles), the old label set is sent as resolved. ``generatorURL`` is
+the alarm's dashboard page, ``runbook_url`` the runbook of its diagnosis. After each post,
+acknowledgements and silences are brought in step both ways (silences.py).
 """
 
 from __future__ import annotations
@@ -12,22 +14,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import httpx
 import orjson
 
-from peerwatch.service.clock import Clock
+from peerwatch.service.clock import Clock, iso
 from peerwatch.service.config import AlertmanagerConfig
 from peerwatch.service.metrics import SinkStats
 from peerwatch.service.posting import post_checked
+from peerwatch.service.silences import Silences
 from peerwatch.service.store import Store, StoredAlarm
 
 ALERTNAME = "PeerwatchAlarm"
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+OWN_LABELS = ("alertname", "node", "component", "diagnosis", "severity", "alarm_id")  # win over configured ones
+ALARM_PAGE = "/dashboard/alarms/{id}"  # the dashboard's alarm page (peerwatch.web.routes), under api.url
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,8 @@ class AlertmanagerSink:
         self.config, self.clock, self.api_url = config, clock, api_url
         self.url = config.url + "/api/v2/alerts"
         self._http = httpx.Client(timeout=config.timeout)
+        scope = {k: v for k, v in config.labels.items() if k not in OWN_LABELS} | {"alertname": ALERTNAME}
+        self.silences = Silences(config.url, self._http, scope)
         self.sent = 0  # alerts
         self.stats = SinkStats("alertmanager")  # posts
         self.last_error: str | None = None
@@ -69,7 +71,7 @@ class AlertmanagerSink:
         a = s.alarm
         notes = "; ".join(e.note for e in a.evidence if e.note)
         changed = "" if not a.changes else f", since {iso(self.clock.wall(a.changes[-1].ts))}"
-        return {
+        out = {
             "summary": f"{a.node} {a.component}: {a.diagnosis} ({a.severity}, action {a.action}{changed})",
             "diagnosis_now": a.diagnosis,
             "severity_now": a.severity,
@@ -79,6 +81,10 @@ class AlertmanagerSink:
             "opened_ts": f"{a.ts:.3f}",
             "evidence": orjson.dumps([e.as_json() for e in a.evidence]).decode(),
         }
+        runbook = self.config.runbook_url(a.diagnosis)
+        if runbook is not None:
+            out["runbook_url"] = runbook  # of the diagnosis now: the alert's labels keep the first one
+        return out
 
     def alert(self, s: StoredAlarm, wall: float, labels: Mapping[str, str] | None = None) -> dict[str, object]:
         """One alert; ``labels`` given: that (outdated) label set, sent as resolved now."""
@@ -96,7 +102,7 @@ class AlertmanagerSink:
             "endsAt": iso(max(ends, min(starts, wall) + 0.001)),
         }
         if self.api_url:
-            body["generatorURL"] = f"{self.api_url}/api/v1/alarms/{s.id}"
+            body["generatorURL"] = self.api_url + ALARM_PAGE.format(id=s.id)
         return body
 
     def sync(self, store: Store, wall: float | None = None) -> SyncResult:
@@ -116,6 +122,11 @@ class AlertmanagerSink:
         for s in changed:
             store.mark_sent(s.id, self.labels(s))
         self.sent += len(alerts)
+        try:
+            self.silences.sync(store, alarms, {s.id: self.labels(s) for s in alarms}, wall)
+        except httpx.HTTPError as exc:  # the alerts went; acknowledgements wait for the next round
+            self.last_error = f"{self.config.url} silences: {type(exc).__name__}: {exc}"
+            return SyncResult(len(alerts), self.last_error)
         self.last_error = None
         return SyncResult(len(alerts))
 

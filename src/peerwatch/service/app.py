@@ -97,9 +97,12 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
 
     @app.post("/api/v1/alarms/{alarm_id}/acknowledge", dependencies=[Depends(token)])
     def acknowledge(alarm_id: str, change: Change | None = None) -> dict[str, Any]:
-        """Mark an open alarm as seen by someone (it stays open and keeps being sent)."""
+        """Mark an open alarm as seen by someone: it stays open and keeps being sent, and Alertmanager is
+        asked at once for a silence of it (by ``by``, comment ``note``) that ends when the alarm resolves."""
         change = change or Change()
-        return service.store.acknowledge(alarm_id, change.by, change.note, time.time()).as_json()
+        row = service.store.acknowledge(alarm_id, change.by, change.note, time.time())
+        service.changed()
+        return row.as_json()
 
     @app.post("/api/v1/alarms/{alarm_id}/resolve", dependencies=[Depends(token)])
     def resolve(alarm_id: str, change: Change | None = None) -> dict[str, Any]:

@@ -199,6 +199,11 @@ class AlertmanagerConfig(Settings):
     resolved_for: Duration = 900.0
     timeout: Duration = 10.0
     labels: dict[str, str] = Field(default_factory=dict)
+    runbook_base: HttpUrl | None = None  # where docs/runbooks is published: runbook_url is <base>/<diagnosis>.md
+
+    def runbook_url(self, diagnosis: str) -> str | None:
+        """The runbook of ``diagnosis`` where docs/runbooks is published (None: not configured)."""
+        return None if self.runbook_base is None else f"{self.runbook_base}/{diagnosis}.md"
 
 
 class WritebackConfig(Settings):

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import platform
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from peerwatch import __version__
 from peerwatch.act.risk import RiskModel
 from peerwatch.model import DIAGNOSES
+from peerwatch.promtext import escape_help, sample_line
 from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.store import StoredAlarm, fault_events
 from peerwatch.service.workload import WorkloadGroup
 
+SEVERITIES = ("warning", "critical")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -63,19 +67,13 @@ class Health:
     sinks: Sequence[Metered] = ()
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 class _Text:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
     def family(self, name: str, mtype: str, help_: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
-        self.lines += [f"# HELP {name} {help_}", f"# TYPE {name} {mtype}"]
-        for labels, value in samples:
-            inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            self.lines.append(f"{name}{{{inner}}} {value!r}" if inner else f"{name} {value!r}")
+        self.lines += [f"# HELP {name} {escape_help(help_)}", f"# TYPE {name} {mtype}"]
+        self.lines += (sample_line(name, labels.items(), value) for labels, value in samples)
 
 
 def node_risk(alarms: Sequence[StoredAlarm], nodes: Iterable[str], at: float) -> dict[str, float]:
@@ -91,6 +89,12 @@ def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str
     """The exposition text of every peerwatch metric."""
     t = _Text()
     t.family(
+        "peerwatch_build_info",
+        "gauge",
+        "Always 1: the running peerwatch's version and Python's, as labels.",
+        [({"version": __version__, "python": platform.python_version()}, 1.0)],
+    )
+    t.family(
         "peerwatch_anomaly_score",
         "gauge",
         "Strongest finding per node, component and metric at the last evaluated step (absent: nothing found).",
@@ -102,12 +106,14 @@ def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str
         "Lemon risk: how much likelier than a node with no history this node is to fail next.",
         (({"node": n}, round(v, 6)) for n, v in sorted(risk.items())),
     )
-    by_diagnosis = Counter(s.alarm.diagnosis for s in open_alarms)
+    counts = Counter((s.alarm.diagnosis, s.alarm.severity) for s in open_alarms)
+    # Every pair listed, 0 included: an alerting rule on a count sees it fall rather than vanish.
+    pairs = sorted({(d, s) for d in DIAGNOSES for s in SEVERITIES} | set(counts))
     t.family(
         "peerwatch_open_alarms",
         "gauge",
-        "Open alarms by diagnosis.",
-        (({"diagnosis": d}, float(by_diagnosis.get(d, 0))) for d in sorted(set(DIAGNOSES) | set(by_diagnosis))),
+        "Open alarms by diagnosis and severity.",
+        (({"diagnosis": d, "severity": s}, float(counts[(d, s)])) for d, s in pairs),
     )
     t.family(
         "peerwatch_monitoring_blind", "gauge", "1 while the source fails or is stale.", [({}, float(health.blind))]

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
+from peerwatch.promtext import sample_line
 from peerwatch.service.alertmanager import SyncResult
 from peerwatch.service.config import WritebackConfig
 from peerwatch.service.metrics import Health, SinkStats, render
@@ -24,10 +25,6 @@ from peerwatch.service.store import StoredAlarm
 FAMILIES = ("peerwatch_anomaly_score", "peerwatch_node_risk")  # taken as /metrics renders them
 OPEN_ALARMS = "peerwatch_open_alarms"
 PATH = "/api/v1/import/prometheus"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class WriteBack:
@@ -55,15 +52,15 @@ class WriteBack:
         """The sample lines for the step ``health.evaluated_until`` (millisecond timestamps)."""
         if health.evaluated_until is None:
             return []
-        ms = f" {round(health.evaluated_until * 1000)}"
+        ms = round(health.evaluated_until * 1000)
         lines = [
-            line + ms
+            f"{line} {ms}"
             for line in render(health, open_alarms, risk).splitlines()
             if line.startswith(tuple(f"{name}{{" for name in FAMILIES))
         ]
         counts = Counter((s.alarm.diagnosis, s.alarm.severity) for s in open_alarms)
         for d, s in sorted(set(counts) | self._open_keys):
-            lines.append(f'{OPEN_ALARMS}{{diagnosis="{_escape(d)}",severity="{_escape(s)}"}} {counts[(d, s)]}{ms}')
+            lines.append(sample_line(OPEN_ALARMS, (("diagnosis", d), ("severity", s)), counts[(d, s)], ms))
         return lines
 
     def push(self, health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str, float]) -> SyncResult:

@@ -7,28 +7,14 @@ from typing import BinaryIO
 
 import numpy as np
 
+from peerwatch import promtext
 from peerwatch.model import SeriesBlock, SeriesKey
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+from peerwatch.promtext import format_value
 
 
 def series_text(key: SeriesKey) -> str:
     """``name{a="1",b="2"}`` with label values escaped as the text format requires."""
-    if not key.labels:
-        return key.name
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in key.labels)
-    return f"{key.name}{{{inner}}}"
-
-
-def format_value(v: float) -> str:
-    """Shortest text that reads back as the same float; NaN and infinities as Prometheus spells them."""
-    if v != v:
-        return "NaN"
-    if v in (float("inf"), float("-inf")):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v)) if not float(v).is_integer() or abs(v) >= 1e16 else str(int(v))
+    return promtext.series_text(key.name, key.labels)
 
 
 def write_prom_text(blocks: Iterable[SeriesBlock], out: BinaryIO) -> int:

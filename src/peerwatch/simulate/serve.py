@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from peerwatch.model import SeriesKey
-from peerwatch.simulate.exposition import format_value, series_text
+from peerwatch.promtext import escape_help, format_value
+from peerwatch.simulate.exposition import series_text
 from peerwatch.simulate.recording import Simulation
 from peerwatch.simulate.targets import EXPORTERS
 
@@ -42,7 +43,7 @@ class LiveCluster:
         for ss in sim.series():
             if ss.exporter < 0:
                 continue  # `up` is Prometheus' own, not an exporter's
-            header = f"# HELP {ss.name} {ss.help}\n# TYPE {ss.name} {ss.mtype}\n"
+            header = f"# HELP {ss.name} {escape_help(ss.help)}\n# TYPE {ss.name} {ss.mtype}\n"
             rows: dict[int, list[int]] = {}
             for s, n in enumerate(ss.nodes.tolist()):
                 rows.setdefault(n, []).append(s)

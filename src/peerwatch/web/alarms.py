@@ -75,8 +75,16 @@ def render_alarm_list(prefix: str, rows: Sequence[StoredAlarm], now: float, open
     return "\n".join(body)
 
 
-def render_alarm(prefix: str, s: StoredAlarm, actions: Sequence[ActionRecord], now: float, can_change: bool) -> str:
-    """One alarm: what, where, its lifecycle, each evidence with its plot, and the acknowledge form."""
+def render_alarm(
+    prefix: str,
+    s: StoredAlarm,
+    actions: Sequence[ActionRecord],
+    now: float,
+    can_change: bool,
+    runbook: str | None = None,
+) -> str:
+    """One alarm: what, where, its lifecycle, its diagnosis' runbook (when published), each evidence with
+    its plot, and the acknowledge form."""
     a = s.alarm
     end = a.resolved_ts if a.resolved_ts is not None else now
     facts = table(
@@ -122,9 +130,11 @@ def render_alarm(prefix: str, s: StoredAlarm, actions: Sequence[ActionRecord], n
             else ('<p class="muted">acknowledging is disabled: the service has no api.token</p>')
         )
     acked = f"<p>acknowledged by {esc(s.ack_by)} at {esc(clock(s.ack_wall))}: {esc(s.ack_note)}</p>" if s.ack_by else ""
+    guide = f'<p id="runbook">runbook: {link(runbook, a.diagnosis)}</p>' if runbook else ""
     return "\n".join(
         [
             facts,
+            guide,
             acked,
             ack,
             "<h2>Evidence</h2>",

@@ -102,7 +102,9 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         if s is None:
             return page("No such alarm", f"<p>no alarm with id {esc(alarm_id)}</p>", "alarms", 404)
         a = s.alarm
-        body = render_alarm(prefix, s, service.store.actions(alarm_id), now(), service.token is not None)
+        am = service.config.alertmanager
+        runbook = am.runbook_url(a.diagnosis) if am is not None else None
+        body = render_alarm(prefix, s, service.store.actions(alarm_id), now(), service.token is not None, runbook)
         return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms")
 
     @router.get(prefix + "/nodes/{node}", **hidden)
