@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,36 @@ def test_containerfile_runs_peerwatch_as_a_user_on_debian_with_a_healthcheck() -
     for source in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
         for item in source.split():
             assert (REPO / item).exists(), f"Containerfile copies {item}, which the repository lacks"
+
+
+def test_what_the_image_copies_installs_peerwatch_with_its_data(tmp_path: Path) -> None:
+    """The image's install step (``pip install .`` of the files it copies) as a wheel: every data
+    file under src/peerwatch is in it (a pattern missing from package-data would leave the image
+    without its catalogue or the dashboard's assets) and the ``peerwatch`` command is declared."""
+    copied = [item for source in re.findall(r"^COPY (?!--from)(.+) \S+$", CONTAINERFILE.read_text(), re.M)
+              for item in source.split()]  # fmt: skip
+    context = tmp_path / "context"
+    for item in copied:
+        src = REPO / item
+        if src.is_dir():
+            shutil.copytree(src, context / item, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            context.mkdir(exist_ok=True)
+            shutil.copy(src, context / item)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "wheel"), str(context)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("peerwatch-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    package = REPO / "src" / "peerwatch"
+    data = {
+        f"peerwatch/{p.relative_to(package).as_posix()}"
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    }
+    assert data and data - names == set(), "data files the image would lack"
+    assert "peerwatch = peerwatch.cli:app" in entry_points
