@@ -310,3 +310,21 @@ def test_access_settings_become_options(tmp_path: Path) -> None:
     (tmp_path / "h.yaml").write_text("headers: {X-A: b}\ntenant: '1:2'\n")
     assert load_http_config(tmp_path / "h.yaml") == HttpOptions(headers={"X-A": "b"}, tenant="1:2")
     assert set(TsdbAccessConfig.model_fields) < set(type(tsdb).model_fields)
+
+
+def test_an_unusable_ca_file_is_a_configuration_error(tmp_path: Path) -> None:
+    from peerwatch.service.live_sources import TsdbSource
+
+    config = config_from_dict(_tsdb(tls_config={"ca_file": "missing-ca.pem"}), "x.yaml", base=tmp_path)
+    assert config.source.tsdb is not None
+    with pytest.raises(ConfigError, match=r"source.tsdb: tls_config.ca_file: cannot use .*missing-ca.pem"):
+        TsdbSource(config.source.tsdb, 30.0, 7200.0)
+
+
+def test_secret_query_parameters_are_masked() -> None:
+    from peerwatch.redact import redact_url
+
+    assert redact_url("https://vm:8481/select/0/prometheus?authKey=k3y&extra_label=a") == (
+        "https://vm:8481/select/0/prometheus?authKey=***&extra_label=a"
+    )
+    assert redact_url("postgresql://ops:pw@db/peerwatch?password=x") == "postgresql://ops:***@db/peerwatch?password=***"
