@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,3 +255,24 @@ def test_what_the_image_copies_installs_peerwatch_with_its_data(tmp_path: Path) 
     }
     assert data and data - names == set(), "data files the image would lack"
     assert "peerwatch = peerwatch.cli:app" in entry_points
+
+
+def test_a_stopped_serve_frees_its_lease_for_a_pod_on_another_host(tmp_path: Path) -> None:
+    """The Deployment's Recreate: the old pod stops cleanly, the new one (another host name) starts at once."""
+    from peerwatch.service.runner import Service
+    from peerwatch.service.stores import open_store
+
+    store_path = tmp_path / "s.sqlite"
+    config = config_from_dict({"source": {"tsdb": {"url": "http://127.0.0.1:1"}}, "store": {"sqlite": str(store_path)}})
+    old = Service(config)
+    assert old.lease() is None
+    other = open_store(config.store)
+    try:
+        assert other.claim("serve_lease", "new-pod:1", time.time(), 120.0) == old.owner  # held while it runs
+        old.stop()
+        assert other.claim("serve_lease", "new-pod:1", time.time(), 120.0) is None
+        old.stop()  # a second stop must not take the lease back from the successor
+        assert other.claim("serve_lease", "elsewhere:2", time.time(), 120.0) == "new-pod:1"
+    finally:
+        other.close()
+        old.store.close()
