@@ -328,3 +328,21 @@ def test_secret_query_parameters_are_masked() -> None:
         "https://vm:8481/select/0/prometheus?authKey=***&extra_label=a"
     )
     assert redact_url("postgresql://ops:pw@db/peerwatch?password=x") == "postgresql://ops:***@db/peerwatch?password=***"
+
+
+def test_serve_check_reads_through_auth_and_tls_and_never_prints_the_secret(
+    secure_vm: str, pki: Pki, tmp_path: Path
+) -> None:
+    (tmp_path / "pw").write_text(PASSWORD)
+    tls = f"    tls_config: {{ca_file: {pki.ca}, server_name: peerwatch-vm}}\nstore: {{sqlite: {tmp_path}/s.sqlite}}\n"
+    config = tmp_path / "pw.yaml"
+    config.write_text(
+        f"source:\n  tsdb:\n    url: {secure_vm}\n    basic_auth: {{username: {USER}, password_file: pw}}\n" + tls
+    )
+    ok = CliRunner().invoke(app, ["serve", "--config", str(config), "--check"])
+    assert ok.exit_code == 0 and f"the source answers ({secure_vm})" in ok.output, ok.output
+    in_url = secure_vm.replace("https://", f"https://{USER}:wrong-Pa55@")
+    config.write_text(f"source:\n  tsdb:\n    url: {in_url}\n" + tls)
+    refused = CliRunner().invoke(app, ["serve", "--config", str(config), "--check"])
+    assert refused.exit_code == 1 and "HTTP 401" in refused.output, refused.output
+    assert f"{USER}:***@" in refused.output and "wrong-Pa55" not in refused.output
