@@ -346,3 +346,10 @@ def test_serve_check_reads_through_auth_and_tls_and_never_prints_the_secret(
     refused = CliRunner().invoke(app, ["serve", "--config", str(config), "--check"])
     assert refused.exit_code == 1 and "HTTP 401" in refused.output, refused.output
     assert f"{USER}:***@" in refused.output and "wrong-Pa55" not in refused.output
+
+
+def test_analyze_never_prints_a_password_given_in_the_url(tmp_path: Path) -> None:
+    url = f"http://ops:pw-{PASSWORD}@127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner().invoke(app, ["analyze", url, "--out", str(tmp_path / "alarms.jsonl")])
+    assert result.exit_code == 1 and "ops:***@127.0.0.1" in result.output, result.output
+    assert PASSWORD not in result.output

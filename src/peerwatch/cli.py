@@ -151,14 +151,16 @@ def analyze(
     from peerwatch.engine import analyze_context, load_frames
     from peerwatch.model import ProblemLog
     from peerwatch.progress import working
+    from peerwatch.redact import redact_url
     from peerwatch.render import render_alarms
 
     problems = ProblemLog()
     http = _http_options(http_config_file)
-    with working("reading " + ", ".join(inputs)):
+    shown = ", ".join(redact_url(i) for i in inputs)  # a URL may carry a password
+    with working("reading " + shown):
         frames = load_frames(inputs, step=step, start=start, end=end, problems=problems, http=http)
     if not frames:
-        typer.echo("error: nothing usable was read from " + ", ".join(inputs), err=True)
+        typer.echo("error: nothing usable was read from " + shown, err=True)
         for p in problems.problems[:10]:
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
