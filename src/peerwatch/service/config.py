@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from peerwatch.act.remediation import PRESETS, Command, check_template
-from peerwatch.redact import redact_url
+from peerwatch.redact import redact_url as redact_url  # re-exported: postgres_store imports it from here
 from peerwatch.service.errors import ConfigError
 from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions, tenant_url
 

@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
-from peerwatch.redact import redact_url
+from peerwatch.service.config import redact_url
 from peerwatch.service.errors import ConfigError, ServiceError
 from peerwatch.service.sql_store import META, SqlStore
 
