@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from peerwatch import __version__
+
+if TYPE_CHECKING:
+    from peerwatch.sources.tsdb_http import HttpOptions
 
 app = typer.Typer(
     name="peerwatch",
@@ -24,6 +27,30 @@ def _version(value: bool) -> None:
     if value:
         typer.echo(f"peerwatch {__version__}")
         raise typer.Exit()
+
+
+HttpConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--http-config-file",
+        help="YAML with headers, bearer_token(_file), basic_auth, tls_config and tenant for TSDB URLs "
+        "(the keys of source.tsdb in docs/service.md).",
+    ),
+]
+
+
+def _http_options(path: Path | None) -> HttpOptions | None:
+    """The ``--http-config-file`` options; a bad file ends the command with its message."""
+    if path is None:
+        return None
+    from peerwatch.service.config import load_http_config
+    from peerwatch.service.errors import ConfigError
+
+    try:
+        return load_http_config(path)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.callback()
@@ -51,6 +78,7 @@ def catalog(
     ] = None,
     end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds (default: now).")] = None,
     top: Annotated[int, typer.Option(help="How many of the largest families to list.")] = 25,
+    http_config_file: HttpConfigFile = None,
 ) -> None:
     """Report the metric families in INPUT: seen, active, by category and unit, series counts, unknowns.
 
@@ -63,7 +91,7 @@ def catalog(
     from peerwatch.sources.inputs import bundled_samples
 
     items = inputs or [str(p) for p in bundled_samples()]
-    report = report_inputs(items, step=step, start=start, end=end)
+    report = report_inputs(items, step=step, start=start, end=end, http=_http_options(http_config_file))
     if json_out:
         typer.echo(json.dumps(report_json(report), indent=2))
     else:
@@ -114,6 +142,7 @@ def analyze(
     ] = None,
     start: Annotated[float | None, typer.Option(help="Start of a TSDB read, epoch seconds.")] = None,
     end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds.")] = None,
+    http_config_file: HttpConfigFile = None,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
@@ -122,13 +151,16 @@ def analyze(
     from peerwatch.engine import analyze_context, load_frames
     from peerwatch.model import ProblemLog
     from peerwatch.progress import working
+    from peerwatch.redact import redact_url
     from peerwatch.render import render_alarms
 
     problems = ProblemLog()
-    with working("reading " + ", ".join(inputs)):
-        frames = load_frames(inputs, step=step, start=start, end=end, problems=problems)
+    http = _http_options(http_config_file)
+    shown = ", ".join(redact_url(i) for i in inputs)  # a URL may carry a password
+    with working("reading " + shown):
+        frames = load_frames(inputs, step=step, start=start, end=end, problems=problems, http=http)
     if not frames:
-        typer.echo("error: nothing usable was read from " + ", ".join(inputs), err=True)
+        typer.echo("error: nothing usable was read from " + shown, err=True)
         for p in problems.problems[:10]:
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)

@@ -30,6 +30,7 @@ from peerwatch.detect.transitions import TransitionState, held_nodes
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.sources.inputs import read_inputs
+from peerwatch.sources.tsdb_http import HttpOptions
 
 STEP_SAMPLE = 5000  # series blocks read ahead to judge the scrape interval
 
@@ -192,6 +193,7 @@ def load_frames(
     now: float | None = None,
     problems: ProblemLog | None = None,
     catalog: Catalog | None = None,
+    http: HttpOptions | None = None,
 ) -> dict[str, Frame]:
     """Read INPUT arguments into frames with the catalogue's notion of counters and node identity.
 
@@ -199,7 +201,7 @@ def load_frames(
     first series read: a cluster scraped every 60 s on a 30-s grid would miss every other step."""
     catalog = catalog or Catalog.default()
     problems = problems if problems is not None else ProblemLog()
-    blocks = read_inputs(inputs, problems, start=start, end=end)
+    blocks = read_inputs(inputs, problems, start=start, end=end, http=http)
     if step is None:
         head = list(itertools.islice(blocks, STEP_SAMPLE))
         step = infer_step(head)

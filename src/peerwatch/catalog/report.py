@@ -19,6 +19,7 @@ from peerwatch.catalog.schema import Family
 from peerwatch.frames import Frame, FrameBuilder
 from peerwatch.model import Problem, ProblemLog
 from peerwatch.sources.inputs import read_inputs
+from peerwatch.sources.tsdb_http import HttpOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ def report_inputs(
     start: float | None = None,
     end: float | None = None,
     catalog: Catalog | None = None,
+    http: HttpOptions | None = None,
 ) -> CatalogReport:
     """Read every input, align it and report on it; problems are collected, never raised."""
     problems = ProblemLog()
@@ -94,7 +96,7 @@ def report_inputs(
     builder = FrameBuilder(
         step, problems=problems, kind_of=lambda _name, _declared, _values: "gauge", node_labels_for=catalog.node_labels
     )
-    builder.add_all(read_inputs(inputs, problems, start=start, end=end))
+    builder.add_all(read_inputs(inputs, problems, start=start, end=end, http=http))
     frames = builder.build()
     return build_report(
         frames,

@@ -26,7 +26,9 @@ from pydantic import (
 )
 
 from peerwatch.act.remediation import PRESETS, Command, check_template
+from peerwatch.redact import redact_url as redact_url  # re-exported: postgres_store imports it from here
 from peerwatch.service.errors import ConfigError
+from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions, tenant_url
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -106,13 +108,128 @@ class ScrapeConfig(Settings):
         return self
 
 
-class TsdbConfig(Settings):
+class BasicAuthConfig(Settings):
+    username: str = Field(min_length=1)
+    password: str | None = None
+    password_file: Path | None = None
+
+    @field_validator("password_file", mode="after")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _local_path(value, info)
+
+    @model_validator(mode="after")
+    def _one_password(self) -> BasicAuthConfig:
+        if (self.password is None) == (self.password_file is None):
+            raise ValueError("give password or password_file (exactly one)")
+        return self
+
+
+class TlsConfig(Settings):
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    server_name: str | None = None
+    insecure_skip_verify: bool = False
+
+    @field_validator("ca_file", "cert_file", "key_file", mode="after")
+    @classmethod
+    def _path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _local_path(value, info)
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (a client certificate and its key)")
+        return self
+
+
+_TENANT = re.compile(r"\d+(:\d+)?")
+
+
+class TsdbAccessConfig(Settings):
+    """How to reach a Prometheus-API server: the keys of Prometheus' ``http_config``, and a tenant.
+
+    Also the whole of the file that ``analyze --http-config-file`` and ``catalog`` read.
+    """
+
+    headers: dict[str, str] = Field(default_factory=dict)
+    bearer_token: str | None = None
+    bearer_token_file: Path | None = None
+    basic_auth: BasicAuthConfig | None = None
+    tls_config: TlsConfig | None = None
+    tenant: str | None = None
+
+    @field_validator("bearer_token_file", mode="after")
+    @classmethod
+    def _token_path(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _local_path(value, info)
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _tenant(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # tenant: 0 in YAML is a number
+        if not isinstance(value, str) or not _TENANT.fullmatch(value):
+            raise ValueError(f"tenant is accountID or accountID:projectID (numbers), got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> TsdbAccessConfig:
+        given = [k for k in ("bearer_token", "bearer_token_file", "basic_auth") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of bearer_token, bearer_token_file or basic_auth, not {' and '.join(given)}")
+        if given and any(h.lower() == "authorization" for h in self.headers):
+            raise ValueError(f"an Authorization header and {given[0]} both set the same header: give one")
+        if self.bearer_token is not None and not self.bearer_token.strip():
+            raise ValueError("bearer_token is empty")
+        return self
+
+    def http_options(self) -> HttpOptions:
+        basic, tls = self.basic_auth, self.tls_config
+        return HttpOptions(
+            headers=dict(self.headers),
+            bearer_token=self.bearer_token,
+            bearer_token_file=self.bearer_token_file,
+            basic_auth=BasicAuth(basic.username, basic.password, basic.password_file) if basic else None,
+            tls=TlsOptions(tls.ca_file, tls.cert_file, tls.key_file, tls.server_name, tls.insecure_skip_verify)
+            if tls
+            else None,
+            tenant=self.tenant,
+        )
+
+
+class TsdbConfig(TsdbAccessConfig):
     url: HttpUrl
     kind: Literal["prometheus", "victoriametrics"] | None = None
     format: Literal["json", "csv"] = "json"
     matchers: list[str] = Field(default_factory=lambda: ['{__name__=~".+"}'], min_length=1)
     timeout: Duration = 30.0
     delay: Duration = 30.0
+
+    @model_validator(mode="after")
+    def _url_and_access(self) -> TsdbConfig:
+        parts = urlsplit(self.url)
+        if self.tenant is not None and "/select/" in parts.path:
+            raise ValueError("the URL already names a tenant (/select/...): drop tenant, or give vmselect's root URL")
+        if parts.password is not None and self.basic_auth is not None:
+            raise ValueError("give the password in the URL or in basic_auth, not both")
+        return self
+
+    @property
+    def shown_url(self) -> str:
+        """The URL read, tenant path included, password masked: for logs and pages."""
+        return redact_url(tenant_url(self.url, self.tenant))
+
+
+def load_http_config(path: Path) -> HttpOptions:
+    """``--http-config-file``: the access keys of ``source.tsdb`` (headers, credentials, TLS, tenant) in YAML."""
+    data = _read_yaml(path)
+    try:
+        access = TsdbAccessConfig.model_validate(data or {}, context={"base": path.resolve().parent})
+    except ValidationError as exc:
+        raise ConfigError("\n".join(f"{path}: {_path(e['loc'])}: {_message(e)}" for e in exc.errors())) from None
+    return access.http_options()
 
 
 class SourceConfig(Settings):
@@ -127,7 +244,7 @@ class SourceConfig(Settings):
 
     def describe(self) -> str:
         if self.tsdb is not None:
-            return self.tsdb.url
+            return self.tsdb.shown_url
         assert self.scrape is not None
         return f"{len(self.scrape.targets)} targets, {len(self.scrape.file_sd)} file_sd files"
 
@@ -173,24 +290,6 @@ class StoreConfig(Settings):
         if not password:
             raise ConfigError(f"store.postgres_password_file: {self.postgres_password_file} is empty")
         return password
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (in the authority or a ``password=`` parameter) replaced by ``***``."""
-    if "://" not in url:  # not a URL at all, maybe a libpq keyword string
-        return re.sub(r"password\s*=\s*\S*", "password=***", url)
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}:***@{host}"
-    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
-    # Assembled by hand: urlunsplit would turn postgresql:///db (a local socket) into postgresql:/db.
-    return (
-        f"{parts.scheme}://{netloc}{parts.path}"
-        + (f"?{query}" if query else "")
-        + (f"#{parts.fragment}" if parts.fragment else "")
-    )
 
 
 class AlertmanagerConfig(Settings):
@@ -359,17 +458,21 @@ def config_from_dict(data: Any, where: str = "configuration", base: Path | None 
 
 def load_config(path: Path) -> ServiceConfig:
     """Read and validate a YAML configuration file."""
+    data = _read_yaml(path)
+    return config_from_dict(data if data is not None else {}, str(path), path.resolve().parent)
+
+
+def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{at}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    return config_from_dict(data if data is not None else {}, str(path), path.resolve().parent)
 
 
 def _path(loc: tuple[int | str, ...]) -> str:

@@ -20,6 +20,7 @@ from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig, TsdbConfig
 from peerwatch.service.discovery import FileDiscovery
+from peerwatch.service.errors import ConfigError
 from peerwatch.sources.scrape import HEALTH, Fetched, Target, TargetResult, fetch_each, health_blocks, target_blocks
 from peerwatch.sources.scrape_cache import ScrapeCache, split_lines
 from peerwatch.sources.tsdb import TSDBClient, TSDBError
@@ -160,11 +161,19 @@ class TsdbSource:
 
     def __init__(self, config: TsdbConfig, step: float, window: float) -> None:
         self.config, self.step, self.window = config, step, window
-        self.name = config.url
+        self.name = config.shown_url
         self.catch_up = False  # each read takes everything since the last one
-        self.client = TSDBClient(
-            config.url, kind=config.kind, timeout=config.timeout, retries=1, vm_format=config.format
-        )
+        try:
+            self.client = TSDBClient(
+                config.url,
+                kind=config.kind,
+                timeout=config.timeout,
+                retries=1,
+                vm_format=config.format,
+                http=config.http_options(),
+            )
+        except TSDBError as exc:  # a CA file or client certificate that cannot be used
+            raise ConfigError(f"source.tsdb: {exc.reason}") from None
         self.read_until: float | None = None
 
     def next_due(self, after: float) -> float:

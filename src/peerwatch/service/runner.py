@@ -264,6 +264,16 @@ class Service:
         for sink in (self.sink, self.writeback, self.webhook):
             if sink is not None:
                 sink.close()
+        if self.leader:
+            self._release_lease()
+
+    def _release_lease(self) -> None:
+        """End the lease now, so a successor on another host (a pod after a Kubernetes Recreate) need
+        not wait it out. Claiming it with an expiry in the past writes nothing if another serve holds it."""
+        try:
+            self.store.claim(LEASE, self.owner, time.time(), -1.0)
+        except Exception as exc:  # a store unreachable at shutdown: the lease then expires by itself
+            log.warning("could not release the store's lease: %s", exc)
 
     def alive(self) -> bool:
         return self.failure is None and all(t.is_alive() for t in self._threads)

@@ -15,7 +15,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from peerwatch.model import ProblemLog, SeriesBlock
+from peerwatch.redact import redact_url
 from peerwatch.sources.replay import read_recording
+from peerwatch.sources.tsdb_http import HttpOptions
 
 ALL_SERIES = '{__name__=~".+"}'
 
@@ -42,8 +44,9 @@ def read_inputs(
     end: float | None = None,
     matchers: Sequence[str] = (ALL_SERIES,),
     timeout: float = 30.0,
+    http: HttpOptions | None = None,
 ) -> Iterator[SeriesBlock]:
-    """Series blocks of every input in turn; TSDB reads default to the last hour."""
+    """Series blocks of every input in turn; TSDB reads default to the last hour and use ``http``."""
     end = time.time() if end is None else end
     start = end - 3600.0 if start is None else start
     for item in inputs:
@@ -56,10 +59,10 @@ def read_inputs(
             from peerwatch.sources.tsdb import TSDBClient, TSDBError
 
             try:
-                with TSDBClient(item, timeout=timeout, problems=problems) as client:
+                with TSDBClient(item, timeout=timeout, problems=problems, http=http) as client:
                     yield from client.read(matchers, start, end)
             except TSDBError as exc:
-                problems.add(item, str(exc))
+                problems.add(redact_url(item), str(exc))
         else:
             yield from _read_path(Path(item), problems)
 

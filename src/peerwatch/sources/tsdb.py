@@ -19,8 +19,10 @@ import numpy as np
 import orjson
 
 from peerwatch.model import ProblemLog, SeriesBlock, SeriesKey, labels_of
+from peerwatch.redact import redact_url
 from peerwatch.sources.replay import read_vm_jsonl
 from peerwatch.sources.tsdb_decode import csv_format, merge_blocks, prom_blocks, vm_csv_blocks
+from peerwatch.sources.tsdb_http import HttpOptions, SecretError, http_client, tenant_url
 from peerwatch.sources.tsdb_plan import split_selector, time_windows
 
 Kind = Literal["prometheus", "victoriametrics"]
@@ -50,7 +52,9 @@ class TSDBClient:
 
     ``kind`` is detected on first use unless given: VictoriaMetrics answers ``/api/v1/export``,
     Prometheus does not. Times are epoch seconds. Connection errors, 5xx and 429 are retried
-    ``retries`` times with exponential backoff starting at ``backoff`` seconds.
+    ``retries`` times with exponential backoff starting at ``backoff`` seconds. ``http`` adds
+    headers, credentials, TLS settings and a VictoriaMetrics cluster tenant; messages show the URL
+    with any password masked.
     """
 
     def __init__(
@@ -65,7 +69,7 @@ class TSDBClient:
         max_series: int = 2000,
         vm_format: VMFormat = "json",
         problems: ProblemLog | None = None,
-        headers: Mapping[str, str] | None = None,
+        http: HttpOptions | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"TSDB URL must start with http:// or https://, got {url!r}")
@@ -73,12 +77,16 @@ class TSDBClient:
             raise ValueError(f"need window > 0, max_series > 0, retries >= 0, backoff >= 0 (for {url})")
         if vm_format not in ("json", "csv"):
             raise ValueError(f"vm_format must be 'json' or 'csv', got {vm_format!r}")
-        self.url = url.rstrip("/")
+        self.url = tenant_url(url, http.tenant if http else None)
+        self.shown = redact_url(self.url)  # for messages: never a password
         self._kind = kind
         self.retries, self.backoff = retries, backoff
         self.window, self.max_series, self.vm_format = window, max_series, vm_format
         self.problems = problems if problems is not None else ProblemLog()
-        self._http = httpx.Client(timeout=timeout, headers=dict(headers or {}))
+        try:
+            self._http = http_client(http, timeout)
+        except ValueError as exc:
+            raise TSDBError(self.shown, "TLS setup", str(exc)) from None
         self.requests = 0  # HTTP requests sent, retries included: for logs and tests
 
     def close(self) -> None:
@@ -99,12 +107,15 @@ class TSDBClient:
         """
         url = self.url + path
         reason, status = "no attempt", None
+        shown = self.shown + path
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             self.requests += 1
             try:
                 resp = self._http.get(url, params=params)
+            except SecretError as exc:  # a missing token file: retrying at once will not bring it back
+                raise TSDBError(shown, query, str(exc)) from None
             except httpx.TransportError as exc:
                 reason, status = f"{type(exc).__name__}: {exc or 'no detail'}", None
                 continue
@@ -114,7 +125,7 @@ class TSDBClient:
             if resp.status_code not in _RETRY_STATUS:
                 break
         tries = f" (after {self.retries + 1} attempts)" if status is None or status in _RETRY_STATUS else ""
-        raise TSDBError(url, query, reason + tries, status)
+        raise TSDBError(shown, query, reason + tries, status)
 
     def _api(self, path: str, params: Mapping[str, str | Sequence[str]], query: str) -> Any:
         """The ``data`` of a JSON API answer."""
@@ -122,9 +133,9 @@ class TSDBClient:
         try:
             doc = orjson.loads(resp.content)
         except orjson.JSONDecodeError as exc:
-            raise TSDBError(self.url + path, query, f"answer is not JSON: {exc}") from exc
+            raise TSDBError(self.shown + path, query, f"answer is not JSON: {exc}") from exc
         if not isinstance(doc, dict) or doc.get("status") != "success":
-            raise TSDBError(self.url + path, query, f"server says {doc!r:.300}")
+            raise TSDBError(self.shown + path, query, f"server says {doc!r:.300}")
         return doc.get("data")
 
     @property
@@ -145,12 +156,12 @@ class TSDBClient:
     def query(self, promql: str, at: float) -> list[SeriesBlock]:
         """Instant query at ``at``: one block per series (a range selector gives raw samples)."""
         data = self._api("/api/v1/query", {"query": promql, "time": _sec(_ms(at))}, promql)
-        return prom_blocks(data, f"{self.url} {promql}", self.problems)
+        return prom_blocks(data, f"{self.shown} {promql}", self.problems)
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[SeriesBlock]:
         """Range query: one block per series, evaluated every ``step`` seconds."""
         params = {"query": promql, "start": _sec(_ms(start)), "end": _sec(_ms(end)), "step": f"{step:g}"}
-        return prom_blocks(self._api("/api/v1/query_range", params, promql), f"{self.url} {promql}", self.problems)
+        return prom_blocks(self._api("/api/v1/query_range", params, promql), f"{self.shown} {promql}", self.problems)
 
     def series(self, match: str | Sequence[str], start: float, end: float) -> list[SeriesKey]:
         """Series matching the selector(s) with samples in ``[start, end]``."""
@@ -210,7 +221,7 @@ class TSDBClient:
     def _read_chunk(
         self, selector: str, series: list[Mapping[str, str]] | None, window: tuple[int, int]
     ) -> list[SeriesBlock]:
-        where = f"{self.url} {selector} [{_sec(window[0])}, {_sec(window[1])})"
+        where = f"{self.shown} {selector} [{_sec(window[0])}, {_sec(window[1])})"
         if self.kind == "victoriametrics":
             # Export bounds are inclusive; the window filter below makes them half-open.
             params: dict[str, str | Sequence[str]] = {
