@@ -65,13 +65,17 @@ def test_every_page_at_1000_nodes(big: tuple[TestClient, Service]) -> None:
 
 
 def test_plots_at_1000_nodes(big: tuple[TestClient, Service]) -> None:
-    """Each plot of the node page reads the judged frames and draws the node's line."""
-    client, _ = big
+    """Each plot of the node page is the JSON of the node's line against its peers, with its unit."""
+    client, service = big
     urls = [unescape(u) for u in re.findall(r'data-src="([^"]+)"', _get(client, f"/dashboard/nodes/{name(7)}"))]
-    assert urls
+    assert urls and len(set(urls)) == len(urls)
     for url in urls:
-        text = _get(client, url)
-        assert '<path class="value" d="M' in text, (url, text[:300])
+        band = client.get(url).json()
+        assert len(band["timestamps"]) >= 10 and any(v is not None for v in band["value"]), url
+        assert band["marks"] == [] and "unit" in band
+    alarm = service.store.alarms(open_only=True, node=name(0))[0].alarm
+    marked = re.findall(r'data-src="([^"]+)"', _get(client, pages(service)["alarm"]))
+    assert len(marked) == 3 and all(f"mark={alarm.ts!r}" in unescape(u) for u in marked)  # the opening
 
 
 def test_peer_band_json(big: tuple[TestClient, Service]) -> None:
@@ -81,7 +85,7 @@ def test_peer_band_json(big: tuple[TestClient, Service]) -> None:
     )
     assert resp.status_code == 200, resp.text
     band = resp.json()
-    assert band["component"] == "gpu/3" and band["band"] == [10.0, 90.0]
+    assert band["component"] == "gpu/3" and band["band"] == [10.0, 90.0] and band["unit"] == "°C"
     # peers: the other GPUs of non-spare nodes, its own node's other GPUs included
     assert band["peers"] == (NODES - SPARES) * GPUS - 1
     value, median = band["value"][-1], band["median"][-1]
@@ -89,6 +93,9 @@ def test_peer_band_json(big: tuple[TestClient, Service]) -> None:
     # a counter is shown as a rate, as the engine sees it
     rate = client.get(f"/api/v1/nodes/{name(1)}/peers", params={"metric": "node_intr_total"}).json()
     assert 300 < rate["median"][-1] < 370  # 9-11 thousand per 30 s step: ~333 per second
+    assert rate["unit"] == "/s"
+    marked = client.get(f"/api/v1/nodes/{name(1)}/peers", params={"metric": "node_load1", "mark": END - 600}).json()
+    assert marked["marks"] == [{"ts": END - 600, "label": "alarm opened"}] and marked["unit"] == ""
     assert client.get(f"/api/v1/nodes/{name(1)}/peers", params={"metric": "nope"}).status_code == 404
     bad = client.get(f"/api/v1/nodes/{name(1)}/peers", params={"metric": "node_load1", "labels": "[1]"})
     assert bad.status_code == 400 and "labels" in bad.json()["error"]

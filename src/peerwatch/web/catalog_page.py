@@ -113,6 +113,7 @@ def render_catalog(report: Mapping[str, Any] | None) -> str:
             "</div>",
             f"<h2>Families the catalogue did not know</h2><p>{unknown}</p>",
             "<h2>Families</h2>",
-            families,
+            '<p class="muted">click a column to sort; filter by any text</p>',
+            f'<div class="tall">{families}</div>',
         ]
     )
