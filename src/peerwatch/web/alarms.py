@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
@@ -12,6 +13,7 @@ from peerwatch.web.format import clock, duration, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
 from peerwatch.web.timeline import Span, timeline_svg
 
+DRY_RUN = "dry-run"  # remediation.mode (docs/service.md)
 TIMELINE_ROWS = 200  # newest alarms drawn; the table lists them all
 LEAD_IN = 1800.0  # seconds of data before an alarm that its plots show
 
@@ -41,6 +43,23 @@ def plot_url(
 def plot_box(url: str) -> str:
     """Where the script draws the plot of ``url``; without JavaScript it says so."""
     return f'<div class="plot" data-src="{esc(url)}"><span class="muted">plot needs JavaScript…</span></div>'
+
+
+def _mode(x: ActionRecord) -> str:
+    """A remediation's mode: a dry run rendered its commands and ran nothing, which must not read as done."""
+    if x.mode == DRY_RUN:
+        return badge("dry-run: nothing run", "dry-run")
+    if x.mode is None:
+        return ""
+    code = "not run" if x.exit_code is None else f"exit {x.exit_code}"
+    return badge(f"executed ({code})", "ok" if x.exit_code == 0 else "failed")
+
+
+def _commands(x: ActionRecord) -> str:
+    if not x.argv:
+        return ""
+    done = "would run" if x.mode == DRY_RUN else "ran"
+    return f"<br><small>{done}: <code>{esc(' ; '.join(shlex.join(a) for a in x.argv))}</code></small>"
 
 
 def _status(s: StoredAlarm) -> str:
@@ -124,8 +143,10 @@ def render_alarm(prefix: str, s: StoredAlarm, actions: Sequence[ActionRecord], c
         )
     history = (
         table(
-            ["when (wall)", "what", "by", "note"],
-            ([esc(clock(x.wall)), esc(x.kind), esc(x.by), esc(x.note)] for x in actions),
+            ["when (wall)", "what", "mode", "by", "note"],
+            ([esc(clock(x.wall)), esc(x.kind), _mode(x), esc(x.by), esc(x.note) + _commands(x)] for x in actions),
+            "actions",
+            row_classes=["dry-run" if x.mode == DRY_RUN else "" for x in actions],
         )
         if actions
         else '<p class="muted">no action taken yet</p>'

@@ -11,6 +11,7 @@ from peerwatch.service.store import StoredAlarm
 from peerwatch.web.alarms import plot_box, plot_url
 from peerwatch.web.format import clock, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.standing import Standing
 
 DEVIATING = 4.0  # a score from here on is plotted
 MAX_PLOTS = 12
@@ -28,15 +29,17 @@ def render_node(
     node: str,
     alarms: Sequence[StoredAlarm],
     scores: Mapping[ScoreKey, float],
+    standing: Standing | None = None,
 ) -> str:
     """Everything known of ``node``; plots load lazily (each reads a family's judged frames)."""
     mine = sorted(((c, m, s) for (n, c, m), s in scores.items() if n == node), key=lambda x: -x[2])
     head = (
         f"<p>status {badge(str(view['status']))}"
         + (f" · spare {badge(str(view['spare']), 'spare')}" if view.get("spare") else "")
-        + f" · lemon risk {float(view['risk']):.2f}× · first seen {esc(clock(view.get('first_seen')))}"
+        + f" · lemon risk: {esc(standing.text())}"
+        f" · first seen {esc(clock(view.get('first_seen')))}"
         f" · last seen {esc(clock(view.get('last_seen')))}</p>"
-        if view is not None
+        if view is not None and standing is not None
         else "<p class=muted>this node has not been seen by the service</p>"
     )
     alarm_rows = [

@@ -62,10 +62,14 @@ def shell(
     )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
-    """A table whose cells are already HTML (escape data before passing it)."""
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "", row_classes: Sequence[str] = ()) -> str:
+    """A table whose cells are already HTML (escape data before passing it); ``row_classes``: per row."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "\n".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    marks = [f' class="{esc(c)}"' if c else "" for c in row_classes]
+    body = "\n".join(
+        f"<tr{marks[i] if i < len(marks) else ''}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
+        for i, row in enumerate(rows)
+    )
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
 
 

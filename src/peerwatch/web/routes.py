@@ -26,6 +26,7 @@ from peerwatch.web.node_page import render_node
 from peerwatch.web.page import PLOTS, esc, shell
 from peerwatch.web.peers import BandCache, PeerBand, peer_band
 from peerwatch.web.spares import recommend, render_spares, sizing
+from peerwatch.web.standing import standings
 
 PREFIX = "/dashboard"
 CSS, JS = "text/css; charset=utf-8", "text/javascript; charset=utf-8"
@@ -61,10 +62,8 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     def page(
         title: str, body: str, active: str = "", code: int = 200, refresh: str = "", extra: Sequence[str] = ()
     ) -> HTMLResponse:
-        html = shell(
-            prefix, title, body, active=active, status=status_line(), refresh=refresh,
-            every=service.config.step, extra=extra,
-        )  # fmt: skip
+        status, every = status_line(), service.config.step
+        html = shell(prefix, title, body, active=active, status=status, refresh=refresh, every=every, extra=extra)
         return HTMLResponse(html, status_code=code)
 
     def now() -> float:
@@ -122,11 +121,12 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
 
     @router.get(prefix + "/nodes/{node}", **hidden)
     def node(node: str) -> HTMLResponse:
-        view = next((v for v in node_views(service) if v["node"] == node), None)
+        views = node_views(service)
+        view = next((v for v in views if v["node"] == node), None)
         rows = service.store.alarms(node=node, limit=200)
         if view is None and not rows:
             return page("No such node", f"<p>no node {esc(node)} seen or listed as a spare</p>", "cluster", 404)
-        body = render_node(prefix, view, node, rows, service.health.scores)
+        body = render_node(prefix, view, node, rows, service.health.scores, standings(views).get(node))
         return page(f"Node {node}", body, "cluster", refresh="plots", extra=PLOTS)
 
     @router.get(prefix + "/catalog", **hidden)
