@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ class Live:
     service: Service
     served: Served
     alarm_id: str
+    step: Callable[[], float]  # feeds and evaluates the next step of the recording; its time
 
     def page(self, browser: Chromium, path: str) -> Any:
         page = browser.context.new_page()
@@ -76,13 +77,19 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         at += STEP
         service.evaluate(Fetch(at, at, 1))
         alarm = next((s for s in service.store.alarms(open_only=True) if s.alarm.node == FAULTY), None)
-    for _ in range(EXTRA_STEPS):  # the alarm gathers evidence as the fault develops
+
+    def step() -> float:
+        nonlocal at
         service.buffer.add(_cut(blocks, at, at + STEP))
         at += STEP
         service.evaluate(Fetch(at, at, 1))
+        return at
+
+    for _ in range(EXTRA_STEPS):  # the alarm gathers evidence as the fault develops
+        step()
     served = Served(create_app(service, run=False))  # the dashboard is part of the app
     try:
-        yield Live(service, served, alarm.id)
+        yield Live(service, served, alarm.id, step)
     finally:
         served.stop()
         service.store.close()
@@ -204,11 +211,36 @@ def test_other_pages_and_nothing_leaves_loopback(live: Live, chromium: Chromium)
     assert SPARE in page.locator("main").inner_text()
     page.goto(live.served.url + "/dashboard/catalog")  # built in the background; the page reloads itself
     page.wait_for_selector("table.families", timeout=30_000)
-    assert page.locator("table.families tbody tr").count() > 50
+    rows = page.locator("table.families tbody tr")
+    total = rows.count()
+    assert total > 50
+    # Filter: every word must appear in the row; "carrying signal only" hides the families set aside.
+    page.fill(".filter input[name=q]", "dcgm_exporter gpu_temp")
+    shown = page.locator("table.families tbody tr:not([hidden])")
+    assert shown.count() == 1 and "DCGM_FI_DEV_GPU_TEMP" in shown.inner_text()
+    assert page.locator(".filter .count").inner_text() == f"1 of {total} families"
+    page.fill(".filter input[name=q]", "")
+    page.check(".filter input[name=active]")
+    signal = [t.split("\t")[7] for t in shown.all_inner_texts()]
+    assert 0 < len(signal) < total and set(signal) == {"active"}
+    # Sort: by series, numbers in order, then reversed on a second click.
+    header = page.locator("table.families th", has_text="series")
+    header.click()
+    column = "rs => rs.map(r => Number(r.cells[6].textContent))"
+    series = page.eval_on_selector_all("table.families tbody tr", column)
+    assert len(series) == total and series == sorted(series) and header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    series = page.eval_on_selector_all("table.families tbody tr", column)
+    assert series == sorted(series, reverse=True) and series[0] > series[-1]
     assert page.errors == []
+    # Swagger UI from the service itself: it renders the API's operations with no internet.
+    page.goto(live.served.url + "/docs")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=30_000)
+    assert page.locator(".swagger-ui .opblock").count() >= 10
     page.close()
-    outside = [u for u in chromium.requests if not u.startswith(live.served.url)]
+    outside = [u for u in chromium.requests if not u.startswith(live.served.url) and not u.startswith("data:")]
     assert outside == [], outside
+    assert any(u.endswith("/dashboard/static/uPlot.iife.min.js") for u in chromium.requests)
 
 
 def test_shots(live: Live, chromium: Chromium, tmp_path: Path) -> None:
@@ -225,3 +257,40 @@ def test_shots(live: Live, chromium: Chromium, tmp_path: Path) -> None:
         page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
         page.close()
     assert (tmp_path / "alarm.png").stat().st_size > 10_000
+
+
+def test_pages_refresh_when_the_service_evaluates_a_step(live: Live, chromium: Chromium) -> None:
+    """At the evaluation step the cluster page reloads itself; the node page only redraws its plots' data
+    (its canvases stay). Runs last: it moves the service on by one step."""
+    pages = {}
+    for name, path in (("cluster", "/dashboard/"), ("node", f"/dashboard/nodes/{FAULTY}")):
+        page = chromium.context.new_page()
+        page.clock.install()  # the page's timers run when the test says
+        page.goto(live.served.url + path)
+        page.wait_for_function("document.body.dataset.seen !== undefined")
+        page.evaluate("window.stillHere = true")
+        pages[name] = page
+    node = pages["node"]
+    _loaded(node)
+    node.evaluate("document.querySelectorAll('.plot canvas').forEach(c => c.dataset.kept = '1')")
+    asked: list[str] = []
+    node.on("request", lambda r: asked.append(r.url))
+    at = live.step()
+    for page in pages.values():
+        page.clock.run_for(int(1000 * STEP) + 1000)
+    cluster = pages["cluster"]
+    cluster.wait_for_function("window.stillHere === undefined")  # reloaded
+    cluster.wait_for_load_state()
+    clock = datetime.fromtimestamp(at, UTC).strftime("%H:%M:%SZ")
+    assert clock in cluster.locator("header .status").inner_text()
+    node.wait_for_function(f"document.querySelector('header .status').textContent.includes('{clock}')")
+    plots = node.locator(".plot").count()
+    deadline = time.monotonic() + 20
+    while sum("/peers?" in u for u in asked) < plots:  # each plot's data asked for again
+        assert time.monotonic() < deadline, asked
+        node.wait_for_timeout(100)
+    assert node.evaluate("window.stillHere") is True  # not reloaded
+    assert node.locator(".plot canvas[data-kept]").count() == node.locator(".plot canvas").count() > 0
+    assert not any(u.endswith(f"/dashboard/nodes/{FAULTY}") for u in asked)
+    for page in pages.values():
+        page.close()

@@ -59,6 +59,9 @@ def test_every_page_at_1000_nodes(big: tuple[TestClient, Service]) -> None:
     assert [g for g, _ in heads] == ["1", "1", "2", "3"]
     assert heads[2][1] == "group 2 of 3: 50 nodes, other job" and "idle" in heads[3][1]
     assert texts["alarms"].count('<rect class="bar') == 200 and "300 alarms" in texts["alarms"]
+    # the timeline's time axis: round UTC times, the first with its date
+    ticks = re.findall(r'<text class="tick"[^>]*>([^<]+)</text>', texts["alarms"])
+    assert 3 <= len(ticks) <= 10 and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", ticks[0]), ticks
     assert 'name="token"' in texts["alarm"] and texts["alarm"].count('class="plot"') == 3
     assert "swap in" in texts["spares"] and name(NODES - SPARES) in texts["spares"]
     assert "DCGM_FI_DEV_GPU_TEMP" in texts["catalog"]
@@ -196,13 +199,13 @@ def test_risk_as_rank_spares_counting_nodes_out_and_dry_runs_marked(tmp_path: Pa
     assert rank == 2 and len(nodes) == 6
     tile = cluster[cluster.index('data-node="lemon"') :].split("</div></div>")[0]
     assert "lemon #2 · 3× out" in tile and f"{nodes['lemon']['risk']:.1f}×" not in tile
-    assert "lemon risk: rank 2 of 6 (top 33%) · 3 past incidents" in node
+    assert "lemon risk: rank 2 of 6 (top 33%) · 3 incidents so far" in node
     lemons = spares[spares.index("Likeliest to fail next") :]
     assert re.search(r"lemon</a></td><td>2 of 6 \(top 33%\)</td><td>3</td>", lemons), lemons
     assert "n3" not in lemons  # no past incident: not a lemon
     # one node is out now: the advice never says to keep fewer spares than that
-    assert "<b>1</b> node an open alarm takes out of service now; keep at least <b>1</b> spare" in spares
-    assert "Keep at least 0" not in spares and "keep at least <b>0</b>" not in spares
+    assert "<b>1 node</b> an open alarm takes out of service now; keep at least <b>1 spare</b>" in spares
+    assert "Keep at least 0" not in spares and "keep at least <b>0" not in spares
     actions = alarm[alarm.index("<h2>Actions</h2>") :]
     dry_row, ran_row = re.findall(r"<tr[^>]*>.*?</tr>", actions)[1:3]
     assert (

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from peerwatch.service.store import ActionRecord, StoredAlarm
-from peerwatch.web.format import clock, duration, labels_text, number
+from peerwatch.web.format import clock, count, duration, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
 from peerwatch.web.timeline import Span, timeline_svg
 
@@ -86,7 +86,7 @@ def render_alarm_list(prefix: str, rows: Sequence[StoredAlarm], now: float, open
         for s in drawn
     ]
     body = [
-        f"<p>{len(rows)} alarms · show {switch}</p>",
+        f"<p>{count(len(rows), 'alarm')} · show {switch}</p>",
         f'<div class="scroll">{timeline_svg(spans, start, end)}</div>',
         table(
             ["alarm", "node", "component", "diagnosis", "severity", "action", "score", "opened", "for", "status"],

@@ -85,7 +85,7 @@ def render_catalog(report: Mapping[str, Any] | None) -> str:
         return '<p class="muted">nothing judged yet</p>'
     aside = ", ".join(f"{k}: {v}" for k, v in report["set_aside"].items()) or "none"
     families = table(
-        ["family", "exporter", "type", "category", "unit", "bad", "series", "signal", "from"],
+        ["family", "exporter", "type", "category", "comparison unit", "bad", "series", "signal", "from"],
         (
             [
                 esc(f["name"]),

@@ -15,7 +15,7 @@ from peerwatch.act.fleet import FleetReport, fleet_report
 from peerwatch.act.history import make_history
 from peerwatch.act.spares import Swap, recommend
 from peerwatch.service.store import StoredAlarm, fault_events
-from peerwatch.web.format import clock
+from peerwatch.web.format import clock, count
 from peerwatch.web.page import badge, esc, link, table
 from peerwatch.web.standing import standings
 
@@ -78,8 +78,8 @@ def render_spares(
     out_now = len({s.alarm.alarm.node for s in swaps})
     need = max(out_now, report.spares_p99 if report is not None else 0)
     now = (
-        f"<b>{out_now}</b> node{'' if out_now == 1 else 's'} an open alarm takes out of service now; "
-        f"keep at least <b>{need}</b> spare{'' if need == 1 else 's'}"
+        f"<b>{count(out_now, 'node')}</b> an open alarm takes out of service now; "
+        f"keep at least <b>{count(need, 'spare')}</b>"
         + (" (as many as are out now)" if need == out_now and out_now else "")
         + f"; {available} available now"
         + ('. <b class="warn">Too few spares.</b>' if available < need else ".")
@@ -88,8 +88,8 @@ def render_spares(
         advice = f"<p>{now} No node has been taken out before: no history to size the pool from.</p>"
     else:
         advice = (
-            f"<p>{now}</p><p>Over {report.faults} faults on {report.nodes_faulted} nodes since "
-            f"{esc(clock(report.start_ts))}: at most <b>{report.spares_peak}</b> nodes were out at once, "
+            f"<p>{now}</p><p>Over {count(report.faults, 'fault')} on {count(report.nodes_faulted, 'node')} since "
+            f"{esc(clock(report.start_ts))}: at most <b>{report.spares_peak}</b> out at once, "
             f"<b>{report.spares_p99}</b> at the 99th percentile of time. 10% of the fleet "
             f"({report.rule_of_thumb[0]}) would have covered every outage "
             f"{100 * report.rule_of_thumb_coverage:.1f}% of the time.</p>"
@@ -97,7 +97,7 @@ def render_spares(
     lemons = sorted((v for v in views if ranks[str(v["node"])].incidents), key=lambda v: ranks[str(v["node"])].rank)
     lemon_table = (
         table(
-            ["node", "rank by lemon risk", "past incidents", "status"],
+            ["node", "rank by lemon risk", "incidents so far", "status"],
             (
                 [
                     link(f"{prefix}/nodes/{v['node']}", v["node"]),

@@ -7,11 +7,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from peerwatch.web.format import count
+
 
 @dataclass(frozen=True, slots=True)
 class Standing:
     """``rank`` of ``of`` nodes by lemon risk (1: likeliest to fail next; ties share a rank) and the
-    number of past incidents (alarms that took the node out of service)."""
+    number of incidents (alarms that took the node out of service, an open one included)."""
 
     rank: int
     of: int
@@ -23,17 +25,14 @@ class Standing:
         return max(1, round(100 * self.rank / max(self.of, 1)))
 
     def text(self) -> str:
-        """``rank 2 of 63 (top 4%) · 3 past incidents``; ``no past incident`` for a clean record."""
+        """``rank 2 of 63 (top 3%) · 3 incidents so far``; ``no incident so far`` for a clean record (an
+        incident: an alarm that took the node out of service, an open one included)."""
         if self.incidents == 0:
-            return "no past incident"
-        return f"rank {self.rank} of {self.of} (top {self.top_percent}%) · {incidents(self.incidents)}"
+            return "no incident so far"
+        return f"rank {self.rank} of {self.of} (top {self.top_percent}%) · {count(self.incidents, 'incident')} so far"
 
     def tip(self) -> str:
         return f"{self.text()}; lemon risk {self.risk:.3g}× a node with no history (docs/fleet.md)"
-
-
-def incidents(n: int) -> str:
-    return f"{n} past incident{'' if n == 1 else 's'}"
 
 
 def standings(views: Sequence[Mapping[str, Any]]) -> dict[str, Standing]:

@@ -211,6 +211,7 @@ async function watch() {
   } catch (err) {
     return;
   }
+  document.body.dataset.seen = String(seen); // watching from this step on
   setInterval(async () => {
     try {
       const s = await status();
