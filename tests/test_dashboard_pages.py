@@ -198,7 +198,9 @@ def test_risk_as_rank_spares_counting_nodes_out_and_dry_runs_marked(tmp_path: Pa
     rank = 1 + sum(n["risk"] > nodes["lemon"]["risk"] for n in nodes.values())
     assert rank == 2 and len(nodes) == 6
     tile = cluster[cluster.index('data-node="lemon"') :].split("</div></div>")[0]
-    assert "lemon #2 · 3× out" in tile and f"{nodes['lemon']['risk']:.1f}×" not in tile
+    assert "lemon #2 · 3 incidents</span>" in tile
+    n2 = cluster[cluster.index('data-node="n2"') :].split("</div></div>")[0]
+    assert "lemon #" not in n2 and nodes["n2"]["risk"] >= 2  # one fault, however fresh, is no lemon yet and f"{nodes['lemon']['risk']:.1f}×" not in tile
     assert "lemon risk: rank 2 of 6 (top 33%) · 3 incidents so far" in node
     lemons = spares[spares.index("Likeliest to fail next") :]
     assert re.search(r"lemon</a></td><td>2 of 6 \(top 33%\)</td><td>3</td>", lemons), lemons

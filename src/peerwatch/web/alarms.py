@@ -42,7 +42,7 @@ def plot_url(
 
 def plot_box(url: str) -> str:
     """Where the script draws the plot of ``url``; without JavaScript it says so."""
-    return f'<div class="plot" data-src="{esc(url)}"><span class="muted">plot needs JavaScript…</span></div>'
+    return f'<div class="plot" data-src="{esc(url)}"><span class="muted">loading plot (needs JavaScript)…</span></div>'
 
 
 def _mode(x: ActionRecord) -> str:

@@ -17,12 +17,14 @@ from typing import Any
 
 from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.workload import LONE_KIND
-from peerwatch.web.format import number
+from peerwatch.web.format import count, number
 from peerwatch.web.page import badge, esc
 from peerwatch.web.standing import Standing, standings
 
 CATEGORIES = ("gpu", "nvswitch", "ib", "net", "nfs", "disk", "node")
-LEMON = 2.0  # lemon risk (times likelier to fail next than a node with no history) from which a tile says so
+# A tile is marked a lemon from this lemon risk (times likelier to fail next than a node with no history)
+# and this many incidents: one fresh fault alone lifts the risk, but a lemon is a node that fails again.
+LEMON, LEMON_INCIDENTS = 2.0, 2
 LEVELS = ((10.0, "l3"), (4.0, "l2"), (0.0, "l1"))  # score at least -> cell class
 GROUPS = (("alarm", "Open alarms"), ("ok", "In service"), ("spare", "Spare pool"), ("unseen", "Not seen yet"))
 UNGROUPED = "no workload group: not in the last evaluation"
@@ -71,10 +73,10 @@ def _tile(prefix: str, view: Mapping[str, Any], row: Mapping[str, Cell], standin
     extra = ""
     if view.get("spare"):
         extra = f" {badge('spare ' + str(view['spare']), 'spare')}"
-    if standing is not None and standing.risk >= LEMON:
+    if standing is not None and standing.risk >= LEMON and standing.incidents >= LEMON_INCIDENTS:
         extra += (
             f' <span class="risk" title="{esc(standing.tip())}">lemon #{standing.rank}'
-            f" · {standing.incidents}× out</span>"
+            f" · {count(standing.incidents, 'incident')}</span>"
         )
     grid = "".join(_cell_html(cat, row.get(cat)) for cat in CATEGORIES)
     group = view.get("group")
