@@ -88,12 +88,14 @@ function plotData(box) {
   return [d.timestamps, band.low, band.high, d.median, d.value];
 }
 
+const plotWidth = (box) => Math.max(360, Math.min(box.clientWidth - 10 || 900, 1100));
+
 function plotOptions(box, d) {
   const unit = d.unit || "";
   const shown = (key) => (u, _v, _s, i) => (i == null ? "–" : `${number(box.plotJson[key][i])} ${unit}`.trim());
   const edge = { stroke: COLOURS.edge, width: 1, points: { show: false } };
   return {
-    width: Math.max(360, Math.min(box.clientWidth || 900, 1100)),
+    width: plotWidth(box),
     height: PLOT_HEIGHT,
     scales: { x: { time: true }, y: { range: () => box.plotRange } },
     series: [
@@ -269,6 +271,17 @@ async function acknowledge(event) {
 }
 
 window.peerwatch = { loadPlot, yRange, displayBand, number, utcFull }; // for tests
+
+// Plots follow the window's width (the band's least thickness is redone by the draw hook).
+let resizing;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => {
+    for (const box of document.querySelectorAll(".plot")) {
+      if (box.uplot) box.uplot.setSize({ width: plotWidth(box), height: PLOT_HEIGHT });
+    }
+  }, 200);
+});
 
 document.addEventListener("DOMContentLoaded", () => {
   const form = document.getElementById("ack");
