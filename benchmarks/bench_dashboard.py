@@ -1,4 +1,4 @@
-"""How fast the dashboard answers at 1,000 nodes: each page and each evidence plot, medians.
+"""How fast the dashboard answers at 1,000 nodes: each page and each plot's data (JSON), medians.
 
     .venv/bin/python benchmarks/bench_dashboard.py [--runs 7]
 

@@ -25,7 +25,7 @@ from peerwatch.service import metrics
 from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
 from peerwatch.service.runner import Service
 from peerwatch.service.views import node_views
-from peerwatch.web import dashboard_router
+from peerwatch.web import dashboard_router, docs_router
 
 
 class Change(BaseModel):
@@ -58,7 +58,8 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
             if run:
                 service.stop()
 
-    app = FastAPI(title="peerwatch", version=__version__, lifespan=lifespan)
+    # Swagger UI from our own static files (docs_router), not FastAPI's CDN; no ReDoc (CDN only)
+    app = FastAPI(title="peerwatch", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     remediator = Remediator(service.config.remediation, service.store)
 
     @app.exception_handler(ServiceError)
@@ -177,4 +178,5 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
         }
 
     app.include_router(dashboard_router(service))
+    app.include_router(docs_router(app.openapi_url or "/openapi.json"))
     return app

@@ -3,10 +3,12 @@ workload group."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
+from peerwatch.act.history import START
 from peerwatch.service.metrics import node_risk
+from peerwatch.service.store import fault_events
 
 if TYPE_CHECKING:
     from peerwatch.service.runner import Service
@@ -22,7 +24,9 @@ def node_views(service: Service) -> list[dict[str, Any]]:
     for (node, component, _metric), score in service.health.scores.items():
         by_component[node][component] = max(by_component[node].get(component, 0.0), round(score, 3))
     groups = service.health.groups
-    risk = node_risk(service.store.alarms(limit=100_000), (r.node for r in records), service.clock.now())
+    everything = service.store.alarms(limit=100_000)
+    risk = node_risk(everything, (r.node for r in records), service.clock.now())
+    incidents = Counter(e.node for e in fault_events(everything) if e.kind == START)
     out = []
     for r in records:
         components = by_component.get(r.node, {})
@@ -41,6 +45,7 @@ def node_views(service: Service) -> list[dict[str, Any]]:
                 "score": max(components.values(), default=0.0),
                 "components": components,
                 "risk": round(risk.get(r.node, 1.0), 4),
+                "incidents": incidents.get(r.node, 0),  # alarms that took it out of service (drain, swap)
                 "spare": r.spare,
                 "group": group.as_json() if group is not None else None,  # None: not in the last evaluation
                 "first_seen": r.first_seen or None,

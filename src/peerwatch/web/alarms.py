@@ -2,28 +2,64 @@
 
 from __future__ import annotations
 
+import shlex
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 
-from peerwatch.model import Evidence
 from peerwatch.service.store import ActionRecord, StoredAlarm
-from peerwatch.web.format import clock, duration, labels_text, number
+from peerwatch.web.format import clock, count, duration, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
-from peerwatch.web.svg import Span, timeline_svg
+from peerwatch.web.timeline import Span, timeline_svg
 
+DRY_RUN = "dry-run"  # remediation.mode (docs/service.md)
 TIMELINE_ROWS = 200  # newest alarms drawn; the table lists them all
 LEAD_IN = 1800.0  # seconds of data before an alarm that its plots show
 
 
-def plot_url(prefix: str, node: str, evidence: Evidence, span: tuple[float, float, float] | None = None) -> str:
-    """The plot fragment of one evidence series (loaded by the page's script); ``span``: start, end and
-    the alarm's opening, marked on the plot."""
-    query: dict[str, str] = {"metric": evidence.metric, "labels": orjson.dumps(dict(evidence.labels)).decode()}
-    if span is not None:
-        query.update(start=repr(span[0]), end=repr(span[1]), mark=repr(span[2]))
-    return f"{prefix}/nodes/{urllib.parse.quote(node)}/plot?{urllib.parse.urlencode(query)}"
+def plot_url(
+    node: str,
+    metric: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    component: str | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    mark: float | None = None,
+) -> str:
+    r"""The JSON of one plot (``GET /api/v1/nodes/{node}/peers``), which the pages' script draws: the
+    series with ``labels`` (or the mean over ``component``) from ``start`` to ``end`` (None: the newest
+    data, so a refresh extends it), with the alarm's opening ``mark``\ed."""
+    query: dict[str, str] = {"metric": metric}
+    if labels is not None:
+        query["labels"] = orjson.dumps(dict(labels)).decode()
+    if component is not None:
+        query["component"] = component
+    query |= {k: repr(v) for k, v in (("start", start), ("end", end), ("mark", mark)) if v is not None}
+    return f"/api/v1/nodes/{urllib.parse.quote(node, safe='')}/peers?{urllib.parse.urlencode(query)}"
+
+
+def plot_box(url: str) -> str:
+    """Where the script draws the plot of ``url``; without JavaScript it says so."""
+    return f'<div class="plot" data-src="{esc(url)}"><span class="muted">loading plot (needs JavaScript)…</span></div>'
+
+
+def _mode(x: ActionRecord) -> str:
+    """A remediation's mode: a dry run rendered its commands and ran nothing, which must not read as done."""
+    if x.mode == DRY_RUN:
+        return badge("dry-run: nothing run", "dry-run")
+    if x.mode is None:
+        return ""
+    code = "not run" if x.exit_code is None else f"exit {x.exit_code}"
+    return badge(f"executed ({code})", "ok" if x.exit_code == 0 else "failed")
+
+
+def _commands(x: ActionRecord) -> str:
+    if not x.argv:
+        return ""
+    done = "would run" if x.mode == DRY_RUN else "ran"
+    return f"<br><small>{done}: <code>{esc(' ; '.join(shlex.join(a) for a in x.argv))}</code></small>"
 
 
 def _status(s: StoredAlarm) -> str:
@@ -50,7 +86,7 @@ def render_alarm_list(prefix: str, rows: Sequence[StoredAlarm], now: float, open
         for s in drawn
     ]
     body = [
-        f"<p>{len(rows)} alarms · show {switch}</p>",
+        f"<p>{count(len(rows), 'alarm')} · show {switch}</p>",
         f'<div class="scroll">{timeline_svg(spans, start, end)}</div>',
         table(
             ["alarm", "node", "component", "diagnosis", "severity", "action", "score", "opened", "for", "status"],
@@ -76,17 +112,12 @@ def render_alarm_list(prefix: str, rows: Sequence[StoredAlarm], now: float, open
 
 
 def render_alarm(
-    prefix: str,
-    s: StoredAlarm,
-    actions: Sequence[ActionRecord],
-    now: float,
-    can_change: bool,
-    runbook: str | None = None,
+    prefix: str, s: StoredAlarm, actions: Sequence[ActionRecord], can_change: bool, runbook: str | None = None
 ) -> str:
     """One alarm: what, where, its lifecycle, its diagnosis' runbook (when published), each evidence with
     its plot, and the acknowledge form."""
     a = s.alarm
-    end = a.resolved_ts if a.resolved_ts is not None else now
+    end = a.resolved_ts  # None while open: the plot runs to the newest data
     facts = table(
         ["node", "component", "diagnosis", "severity", "action", "score", "opened", "updated", "resolved", "status"],
         [
@@ -107,8 +138,7 @@ def render_alarm(
     )
     evidence = []
     for e in a.evidence:
-        url = plot_url(prefix, a.node, e, (a.ts - LEAD_IN, end, a.ts))
-        plot = f'<div class="plot" data-src="{esc(url)}"><span class="muted">loading plot…</span></div>'
+        plot = plot_box(plot_url(a.node, e.metric, labels=dict(e.labels), start=a.ts - LEAD_IN, end=end, mark=a.ts))
         evidence.append(
             f'<div class="evidence"><h3>{esc(e.metric)} <small>{esc(labels_text(dict(e.labels)))}</small></h3>'
             f"<p>{esc(e.note)} · value {esc(number(e.value))} · peer median {esc(number(e.peer_median))}"
@@ -116,8 +146,10 @@ def render_alarm(
         )
     history = (
         table(
-            ["when (wall)", "what", "by", "note"],
-            ([esc(clock(x.wall)), esc(x.kind), esc(x.by), esc(x.note)] for x in actions),
+            ["when (wall)", "what", "mode", "by", "note"],
+            ([esc(clock(x.wall)), esc(x.kind), _mode(x), esc(x.by), esc(x.note) + _commands(x)] for x in actions),
+            "actions",
+            row_classes=["dry-run" if x.mode == DRY_RUN else "" for x in actions],
         )
         if actions
         else '<p class="muted">no action taken yet</p>'

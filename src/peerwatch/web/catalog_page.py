@@ -85,7 +85,7 @@ def render_catalog(report: Mapping[str, Any] | None) -> str:
         return '<p class="muted">nothing judged yet</p>'
     aside = ", ".join(f"{k}: {v}" for k, v in report["set_aside"].items()) or "none"
     families = table(
-        ["family", "exporter", "type", "category", "unit", "bad", "series", "signal", "from"],
+        ["family", "exporter", "type", "category", "comparison unit", "bad", "series", "signal", "from"],
         (
             [
                 esc(f["name"]),
@@ -113,6 +113,7 @@ def render_catalog(report: Mapping[str, Any] | None) -> str:
             "</div>",
             f"<h2>Families the catalogue did not know</h2><p>{unknown}</p>",
             "<h2>Families</h2>",
-            families,
+            '<p class="muted">click a column to sort; filter by any text</p>',
+            f'<div class="tall">{families}</div>',
         ]
     )

@@ -17,10 +17,14 @@ from typing import Any
 
 from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.workload import LONE_KIND
-from peerwatch.web.format import number
+from peerwatch.web.format import count, number
 from peerwatch.web.page import badge, esc
+from peerwatch.web.standing import Standing, standings
 
 CATEGORIES = ("gpu", "nvswitch", "ib", "net", "nfs", "disk", "node")
+# A tile is marked a lemon from this lemon risk (times likelier to fail next than a node with no history)
+# and this many incidents: one fresh fault alone lifts the risk, but a lemon is a node that fails again.
+LEMON, LEMON_INCIDENTS = 2.0, 2
 LEVELS = ((10.0, "l3"), (4.0, "l2"), (0.0, "l1"))  # score at least -> cell class
 GROUPS = (("alarm", "Open alarms"), ("ok", "In service"), ("spare", "Spare pool"), ("unseen", "Not seen yet"))
 UNGROUPED = "no workload group: not in the last evaluation"
@@ -64,14 +68,16 @@ def _cell_html(cat: str, cell: Cell | None) -> str:
     return f'<i class="c {level}{" alarm" if cell.alarm else ""}" title="{esc(title)}"></i>'
 
 
-def _tile(prefix: str, view: Mapping[str, Any], row: Mapping[str, Cell]) -> str:
+def _tile(prefix: str, view: Mapping[str, Any], row: Mapping[str, Cell], standing: Standing | None) -> str:
     node = str(view["node"])
     extra = ""
     if view.get("spare"):
         extra = f" {badge('spare ' + str(view['spare']), 'spare')}"
-    risk = float(view.get("risk") or 1.0)
-    if risk >= 2.0:  # lemon risk: times likelier to fail next than a node with no history
-        extra += f' <span class="risk">risk {risk:.1f}×</span>'
+    if standing is not None and standing.risk >= LEMON and standing.incidents >= LEMON_INCIDENTS:
+        extra += (
+            f' <span class="risk" title="{esc(standing.tip())}">lemon #{standing.rank}'
+            f" · {count(standing.incidents, 'incident')}</span>"
+        )
     grid = "".join(_cell_html(cat, row.get(cat)) for cat in CATEGORIES)
     group = view.get("group")
     where = f' data-group="{group["id"]}" title="{esc(group["label"])}"' if group else ""
@@ -87,7 +93,11 @@ def _group_id(view: Mapping[str, Any]) -> int:
 
 
 def _blocks(
-    prefix: str, members: Sequence[Mapping[str, Any]], by_node: Mapping[str, Mapping[str, Cell]], split: bool
+    prefix: str,
+    members: Sequence[Mapping[str, Any]],
+    by_node: Mapping[str, Mapping[str, Cell]],
+    split: bool,
+    ranks: Mapping[str, Standing],
 ) -> str:
     """The tiles of one section; with ``split``, one block per workload group under its own heading."""
     parts: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
@@ -95,7 +105,9 @@ def _blocks(
         parts[_group_id(v) if split else 0].append(v)
     out = []
     for gid in sorted(parts, key=lambda g: (g == 0, g)):
-        tiles = "\n".join(_tile(prefix, v, by_node.get(str(v["node"]), {})) for v in parts[gid])
+        tiles = "\n".join(
+            _tile(prefix, v, by_node.get(str(v["node"]), {}), ranks.get(str(v["node"]))) for v in parts[gid]
+        )
         head = ""
         if split:
             group = parts[gid][0].get("group")
@@ -116,6 +128,7 @@ def render_cluster(
     """The heat map body, one section per standing of nodes, split by workload group when there are
     several (``views``: ``service.views.node_views``)."""
     by_node = cells(scores, open_components)
+    ranks = standings(views)
     counts: dict[str, int] = defaultdict(int)
     workload: dict[int, str] = {}
     for v in views:
@@ -151,7 +164,7 @@ def render_cluster(
             continue
         sections.append(
             f'<section class="group {key}"><h2>{esc(name)} ({len(members)})</h2>'
-            f"{_blocks(prefix, members, by_node, split)}</section>"
+            f"{_blocks(prefix, members, by_node, split, ranks)}</section>"
         )
     if not sections:
         sections.append('<p class="muted">no node seen yet: the first evaluation has not run</p>')

@@ -32,6 +32,11 @@ def number(x: float | None) -> str:
     return f"{x:.4g}"
 
 
+def count(n: int, word: str, many: str | None = None) -> str:
+    """``1 node``, ``3 nodes``, ``0 nodes`` (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def labels_text(labels: Mapping[str, str]) -> str:
     """``{gpu="2", device="nvidia2"}`` without the labels that only say where a series came from."""
     shown = {k: v for k, v in labels.items() if k not in _NOISE}

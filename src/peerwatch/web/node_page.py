@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from peerwatch.catalog.load import Catalog
 from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.store import StoredAlarm
-from peerwatch.web.alarms import plot_url
+from peerwatch.web.alarms import plot_box, plot_url
 from peerwatch.web.format import clock, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.standing import Standing
 
 DEVIATING = 4.0  # a score from here on is plotted
 MAX_PLOTS = 12
 
 
-def component_plot_url(prefix: str, node: str, metric: str, component: str) -> str:
-    query = urllib.parse.urlencode({"metric": metric, "component": component})
-    return f"{prefix}/nodes/{urllib.parse.quote(node)}/plot?{query}"
+def evidence_component(metric: str, labels: Mapping[str, str]) -> str:
+    """The component the engine scores an evidence series under (as ``detect.context`` names it), so a
+    score and the evidence it produced are recognised as one plot."""
+    return Catalog.default().classify(metric, frozenset(labels)).component(labels)
 
 
 def render_node(
@@ -27,15 +29,17 @@ def render_node(
     node: str,
     alarms: Sequence[StoredAlarm],
     scores: Mapping[ScoreKey, float],
+    standing: Standing | None = None,
 ) -> str:
     """Everything known of ``node``; plots load lazily (each reads a family's judged frames)."""
     mine = sorted(((c, m, s) for (n, c, m), s in scores.items() if n == node), key=lambda x: -x[2])
     head = (
         f"<p>status {badge(str(view['status']))}"
         + (f" · spare {badge(str(view['spare']), 'spare')}" if view.get("spare") else "")
-        + f" · lemon risk {float(view['risk']):.2f}× · first seen {esc(clock(view.get('first_seen')))}"
+        + f" · lemon risk: {esc(standing.text())}"
+        f" · first seen {esc(clock(view.get('first_seen')))}"
         f" · last seen {esc(clock(view.get('last_seen')))}</p>"
-        if view is not None
+        if view is not None and standing is not None
         else "<p class=muted>this node has not been seen by the service</p>"
     )
     alarm_rows = [
@@ -64,27 +68,24 @@ def render_node(
         if mine
         else '<p class="muted">no detector finding at the last evaluated step</p>'
     )
-    plots: list[tuple[str, str, str]] = []  # title, detail, url
-    seen: set[tuple[str, str]] = set()
+    # One plot per metric and component: an alarm's evidence series, else the component's mean for a
+    # score; an evidence series is also scored under its component, which must not plot it again.
+    plots: dict[tuple[str, str], tuple[str, str, str]] = {}  # (metric, component) -> title, detail, url
     for s in alarms:
         if not s.open:
             continue
         for e in s.alarm.evidence:
-            key = (e.metric, repr(e.labels))
-            if key not in seen and e.peer_median is not None:
-                seen.add(key)
-                plots.append(
-                    (e.metric, f"{labels_text(dict(e.labels))} — evidence of {s.id}", plot_url(prefix, node, e))
-                )
+            key = (e.metric, evidence_component(e.metric, dict(e.labels)))
+            if key not in plots and e.peer_median is not None:
+                detail = f"{labels_text(dict(e.labels))} — evidence of {s.id}"
+                plots[key] = (e.metric, detail, plot_url(node, e.metric, labels=dict(e.labels)))
     for c, m, score in mine:
-        if score >= DEVIATING and (m, c) not in seen:
-            seen.add((m, c))
-            plots.append((m, f"{c}, score {number(score)}", component_plot_url(prefix, node, m, c)))
+        if score >= DEVIATING and (m, c) not in plots:
+            plots[(m, c)] = (m, f"{c}, score {number(score)}", plot_url(node, m, component=c))
     plot_html = (
         "\n".join(
-            f'<div class="evidence"><h3>{esc(t)} <small>{esc(d)}</small></h3>'
-            f'<div class="plot" data-src="{esc(u)}"><span class="muted">loading plot…</span></div></div>'
-            for t, d, u in plots[:MAX_PLOTS]
+            f'<div class="evidence"><h3>{esc(t)} <small>{esc(d)}</small></h3>{plot_box(u)}</div>'
+            for t, d, u in list(plots.values())[:MAX_PLOTS]
         )
         if plots
         else '<p class="muted">nothing deviates from its peers</p>'

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from peerwatch.catalog.load import Catalog
+from peerwatch.catalog.units import unit_rules
 from peerwatch.detect.context import prepare
 from peerwatch.frames import Frame
 from peerwatch.model import FloatArray
@@ -38,6 +39,7 @@ class PeerBand:
     low: FloatArray
     high: FloatArray
     peers: int  # series compared with (other nodes' entities; per node when averaged)
+    unit: str = ""  # of the values as drawn (counters as rates: "B/s"); "" when nothing says
 
     def as_json(self) -> dict[str, object]:
         def clean(a: FloatArray) -> list[float | None]:
@@ -47,6 +49,7 @@ class PeerBand:
             "node": self.node,
             "metric": self.metric,
             "component": self.component,
+            "unit": self.unit,
             "band": [LOW, HIGH],
             "peers": self.peers,
             "timestamps": self.timestamps.tolist(),
@@ -106,7 +109,8 @@ def peer_band(
             low, median, high = np.nanpercentile(peers, [LOW, 50.0, HIGH], axis=0)
         else:
             low = median = high = np.full(frame.steps, np.nan)
-    return PeerBand(node, frame.name, comp, frame.timestamps, own, median, low, high, int(peers.shape[0]))
+    unit = unit_rules().unit(frame.name, frame.kind == "rate")
+    return PeerBand(node, frame.name, comp, frame.timestamps, own, median, low, high, int(peers.shape[0]), unit)
 
 
 def _per_node_mean(values: FloatArray, rows: np.ndarray, nodes: tuple[str, ...]) -> FloatArray:

@@ -7,6 +7,7 @@ JSON endpoint, ``GET /api/v1/nodes/{node}/peers``: a node's series against its p
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from importlib import resources
 from typing import Annotated, Any, Literal
 
@@ -22,13 +23,22 @@ from peerwatch.web.catalog_page import CatalogCache, render_catalog
 from peerwatch.web.cluster import render_cluster
 from peerwatch.web.format import clock
 from peerwatch.web.node_page import render_node
-from peerwatch.web.page import esc, shell
+from peerwatch.web.page import PLOTS, esc, shell
 from peerwatch.web.peers import BandCache, PeerBand, peer_band
 from peerwatch.web.spares import recommend, render_spares, sizing
-from peerwatch.web.svg import band_svg
+from peerwatch.web.standing import standings
 
 PREFIX = "/dashboard"
-STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
+CSS, JS = "text/css; charset=utf-8", "text/javascript; charset=utf-8"
+STATIC = {  # vendored files: static/VENDORED.md
+    "dashboard.css": CSS,
+    "dashboard.js": JS,
+    "catalog.js": JS,
+    "uPlot.iife.min.js": JS,
+    "uPlot.min.css": CSS,
+    "swagger-ui-bundle.js": JS,
+    "swagger-ui.css": CSS,
+}
 ALL = 100_000
 
 
@@ -49,8 +59,12 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         text = f"{s['status']} · data until {clock(s['evaluated_until'])}"  # type: ignore[arg-type]
         return f'<span class="badge {esc(s["status"])}">{esc(text)}</span>'
 
-    def page(title: str, body: str, active: str = "", code: int = 200) -> HTMLResponse:
-        return HTMLResponse(shell(prefix, title, body, active=active, status=status_line()), status_code=code)
+    def page(
+        title: str, body: str, active: str = "", code: int = 200, refresh: str = "", extra: Sequence[str] = ()
+    ) -> HTMLResponse:
+        status, every = status_line(), service.config.step
+        html = shell(prefix, title, body, active=active, status=status, refresh=refresh, every=every, extra=extra)
+        return HTMLResponse(html, status_code=code)
 
     def now() -> float:
         return service.evaluated_until if service.evaluated_until is not None else service.clock.now()
@@ -89,12 +103,12 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         for s in service.store.alarms(open_only=True, limit=ALL):
             open_components[s.alarm.node].add(s.alarm.component)
         body = render_cluster(prefix, views, service.health.scores, open_components)
-        return page("Cluster", body, "cluster")
+        return page("Cluster", body, "cluster", refresh="page")
 
     @router.get(prefix + "/alarms", **hidden)
     def alarms(status: Literal["open", "all"] = "all") -> HTMLResponse:
         rows = service.store.alarms(open_only=status == "open", limit=ALL)
-        return page("Alarms", render_alarm_list(prefix, rows, now(), status == "open"), "alarms")
+        return page("Alarms", render_alarm_list(prefix, rows, now(), status == "open"), "alarms", refresh="page")
 
     @router.get(prefix + "/alarms/{alarm_id}", **hidden)
     def alarm(alarm_id: str) -> HTMLResponse:
@@ -104,45 +118,31 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         a = s.alarm
         am = service.config.alertmanager
         runbook = am.runbook_url(a.diagnosis) if am is not None else None
-        body = render_alarm(prefix, s, service.store.actions(alarm_id), now(), service.token is not None, runbook)
-        return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms")
+        body = render_alarm(prefix, s, service.store.actions(alarm_id), service.token is not None, runbook)
+        return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms", refresh="plots", extra=PLOTS)
 
     @router.get(prefix + "/nodes/{node}", **hidden)
     def node(node: str) -> HTMLResponse:
-        view = next((v for v in node_views(service) if v["node"] == node), None)
+        views = node_views(service)
+        view = next((v for v in views if v["node"] == node), None)
         rows = service.store.alarms(node=node, limit=200)
         if view is None and not rows:
             return page("No such node", f"<p>no node {esc(node)} seen or listed as a spare</p>", "cluster", 404)
-        return page(f"Node {node}", render_node(prefix, view, node, rows, service.health.scores), "cluster")
-
-    @router.get(prefix + "/nodes/{node}/plot", **hidden)
-    def plot(
-        node: str,
-        metric: str,
-        labels: str | None = None,
-        component: str | None = None,
-        start: float | None = None,
-        end: float | None = None,
-        mark: float | None = None,
-    ) -> HTMLResponse:
-        """An HTML fragment: the SVG of ``peers``, which the pages load into their plot boxes."""
-        b = band(node, metric, labels, component, start, end)
-        if b is None:
-            return HTMLResponse('<p class="muted">no samples of this series in the service\'s window</p>')
-        marks = [(mark, "alarm opened")] if mark is not None else []
-        return HTMLResponse(band_svg(b, marks, f"{metric} on {node} {b.component}"))
+        body = render_node(prefix, view, node, rows, service.health.scores, standings(views).get(node))
+        return page(f"Node {node}", body, "cluster", refresh="plots", extra=PLOTS)
 
     @router.get(prefix + "/catalog", **hidden)
     def catalog() -> HTMLResponse:
         report = catalogs.report(service.evaluator.history, service.config.window)
-        return page("Catalogue", render_catalog(report), "catalog")
+        return page("Catalogue", render_catalog(report), "catalog", extra=("catalog.js",))
 
     @router.get(prefix + "/spares", **hidden)
     def spares() -> HTMLResponse:
         views = node_views(service)
         everything = service.store.alarms(limit=ALL)
         swaps = recommend([s for s in everything if s.open], views)
-        return page("Spares", render_spares(prefix, swaps, views, sizing(everything, len(views))), "spares")
+        body = render_spares(prefix, swaps, views, sizing(everything, len(views)))
+        return page("Spares", body, "spares", refresh="page")
 
     @router.get(prefix + "/static/{name}", include_in_schema=False)
     def asset(name: str) -> Response:
@@ -158,12 +158,14 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         component: str | None = None,
         start: float | None = None,
         end: float | None = None,
+        mark: Annotated[float | None, Query(description="an alarm's opening, returned in marks")] = None,
     ) -> dict[str, Any]:
         """A node's series of ``metric`` against its peers' median and 10th–90th percentile, per step,
-        over ``[start, end]`` within the service's window (spares are not peers)."""
+        over ``[start, end]`` within the service's window (spares are not peers), with its unit; what
+        the dashboard's plots draw."""
         b = band(node, metric, labels, component, start, end)
         if b is None:
             raise NotFound(f"no series of {metric!r} on {node!r} in the service's window")
-        return b.as_json()
+        return b.as_json() | {"marks": [{"ts": mark, "label": "alarm opened"}] if mark is not None else []}
 
     return router

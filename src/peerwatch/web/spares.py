@@ -15,8 +15,9 @@ from peerwatch.act.fleet import FleetReport, fleet_report
 from peerwatch.act.history import make_history
 from peerwatch.act.spares import Swap, recommend
 from peerwatch.service.store import StoredAlarm, fault_events
-from peerwatch.web.format import clock
+from peerwatch.web.format import clock, count
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.standing import standings
 
 __all__ = ["Swap", "recommend", "render_spares", "sizing"]
 
@@ -37,6 +38,7 @@ def render_spares(
 ) -> str:
     """Recommended swaps, the pool, the sizing advice and the nodes most likely to fail next."""
     pool = [v for v in views if v.get("spare")]
+    ranks = standings(views)
     rows = [
         [
             link(f"{prefix}/nodes/{s.alarm.alarm.node}", s.alarm.alarm.node),
@@ -45,7 +47,7 @@ def render_spares(
             badge(s.alarm.alarm.severity),
             esc(s.alarm.alarm.action),
             link(f"{prefix}/alarms/{s.alarm.id}", s.alarm.id),
-            link(f"{prefix}/nodes/{s.spare}", s.spare) + f" (risk {s.spare_risk:.2f})"
+            link(f"{prefix}/nodes/{s.spare}", s.spare) + f" ({esc(ranks[s.spare].text())})"
             if s.spare
             else '<b class="warn">no spare available</b>',
         ]
@@ -58,13 +60,13 @@ def render_spares(
     )
     pool_table = (
         table(
-            ["spare", "state", "status", "risk"],
+            ["spare", "state", "status", "lemon risk"],
             (
                 [
                     link(f"{prefix}/nodes/{v['node']}", v["node"]),
                     esc(v["spare"]),
                     badge(str(v["status"])),
-                    f"{float(v['risk']):.2f}",
+                    esc(ranks[str(v["node"])].text()),
                 ]
                 for v in pool
             ),
@@ -73,27 +75,41 @@ def render_spares(
         else '<p class="muted">no spare pool configured (setting <code>spares</code>)</p>'
     )
     available = sum(1 for v in pool if v["spare"] == "available" and v["status"] != "alarm")
+    out_now = len({s.alarm.alarm.node for s in swaps})
+    need = max(out_now, report.spares_p99 if report is not None else 0)
+    now = (
+        f"<b>{count(out_now, 'node')}</b> an open alarm takes out of service now; "
+        f"keep at least <b>{count(need, 'spare')}</b>"
+        + (" (as many as are out now)" if need == out_now and out_now else "")
+        + f"; {available} available now"
+        + ('. <b class="warn">Too few spares.</b>' if available < need else ".")
+    )
     if report is None:
-        advice = "<p>no node has been taken out yet: no history to size the pool from.</p>"
+        advice = f"<p>{now} No node has been taken out before: no history to size the pool from.</p>"
     else:
         advice = (
-            f"<p>Over {report.faults} faults on {report.nodes_faulted} nodes since {esc(clock(report.start_ts))}: "
-            f"at most <b>{report.spares_peak}</b> nodes were out at once, <b>{report.spares_p99}</b> at the 99th "
-            f"percentile of time. Keep at least {report.spares_p99} spares; {available} are available now. "
-            f"10% of the fleet ({report.rule_of_thumb[0]}) would have covered every outage "
+            f"<p>{now}</p><p>Over {count(report.faults, 'fault')} on {count(report.nodes_faulted, 'node')} since "
+            f"{esc(clock(report.start_ts))}: at most <b>{report.spares_peak}</b> out at once, "
+            f"<b>{report.spares_p99}</b> at the 99th percentile of time. 10% of the fleet "
+            f"({report.rule_of_thumb[0]}) would have covered every outage "
             f"{100 * report.rule_of_thumb_coverage:.1f}% of the time.</p>"
         )
-    lemons = sorted((v for v in views if float(v["risk"]) > 1.0), key=lambda v: -float(v["risk"]))[:LEMONS]
+    lemons = sorted((v for v in views if ranks[str(v["node"])].incidents), key=lambda v: ranks[str(v["node"])].rank)
     lemon_table = (
         table(
-            ["node", "risk", "status"],
+            ["node", "rank by lemon risk", "incidents so far", "status"],
             (
-                [link(f"{prefix}/nodes/{v['node']}", v["node"]), f"{float(v['risk']):.2f}", badge(str(v["status"]))]
-                for v in lemons
+                [
+                    link(f"{prefix}/nodes/{v['node']}", v["node"]),
+                    f"{ranks[str(v['node'])].rank} of {len(views)} (top {ranks[str(v['node'])].top_percent}%)",
+                    str(ranks[str(v["node"])].incidents),
+                    badge(str(v["status"])),
+                ]
+                for v in lemons[:LEMONS]
             ),
         )
         if lemons
-        else '<p class="muted">no node is riskier than one with no history</p>'
+        else '<p class="muted">no node has been taken out of service yet</p>'
     )
     return "\n".join(
         [
@@ -104,8 +120,8 @@ def render_spares(
             "<h2>How many spares</h2>",
             advice,
             "<h2>Likeliest to fail next</h2>",
-            '<p class="muted">lemon risk: how much likelier than a node with no history to fail next '
-            "(docs/fleet.md); keep these out of the spare pool</p>",
+            '<p class="muted">ranked by lemon risk (docs/fleet.md: past incidents, recent ones weighing more); '
+            "keep these out of the spare pool</p>",
             lemon_table,
         ]
     )
