@@ -3,5 +3,5 @@
 # fault, watched live (no external service needed). Ctrl-C stops. Extra arguments go to `peerwatch demo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --demo
 exec .venv/bin/peerwatch demo "$@"

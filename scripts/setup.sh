@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --demo: only what `peerwatch demo` runs (the `serve` extra); otherwise everything the tests need (`dev`).
+extras=dev
+[[ "${1:-}" == "--demo" ]] && extras=serve
+
 if [[ "${1:-}" == "--services" ]]; then
   need=()
   for pair in victoria-metrics:/usr/bin/victoria-metrics prometheus:/usr/bin/prometheus \
@@ -24,10 +28,10 @@ fi
 
 PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-stamp=.venv/.peerwatch-installed
+stamp=.venv/.peerwatch-installed-$extras
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   # pip's own chatter goes to a log, shown only when the install fails.
-  if ! .venv/bin/python -m pip install -q -e '.[dev]' > .venv/pip.log 2>&1; then
+  if ! .venv/bin/python -m pip install -q -e ".[$extras]" > .venv/pip.log 2>&1; then
     cat .venv/pip.log >&2
     exit 1
   fi

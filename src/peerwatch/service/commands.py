@@ -21,8 +21,19 @@ from peerwatch.service.memory import return_freed_memory
 from peerwatch.service.runner import Service
 
 
+def require_http() -> None:
+    """Exit with a clear message when the `serve` extra (FastAPI, uvicorn) is not installed."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        missing = f"the HTTP API needs the 'serve' extra ({exc.name} is missing)"
+        raise _fail(f"{missing}: pip install 'peerwatch[serve]'") from None
+
+
 def run_http(service: Service, host: str, port: int) -> None:
     """Serve the API (and run the service) until Ctrl-C or SIGTERM."""
+    require_http()
     import uvicorn
 
     from peerwatch.service.app import create_app
@@ -75,6 +86,7 @@ def serve_command(
             raise _fail(problem, 1)
         typer.echo(f"ok: {config} is valid and the source answers ({service.source.name})")
         return
+    require_http()
     holder = service.lease()
     if holder is not None:
         service.store.close()
@@ -100,6 +112,7 @@ def demo_command(
     """A simulated cluster, peerwatch watching it live, and the API, in one command (Ctrl-C stops)."""
     from peerwatch.service.demo import DemoSettings, narrate, start_demo
 
+    require_http()
     _logging("warning")
     return_freed_memory()
     logging.getLogger("peerwatch").setLevel(logging.ERROR)  # the simulator's deliberate failed scrapes
