@@ -101,26 +101,39 @@ def analyze(
     ] = None,
     start: Annotated[float | None, typer.Option(help="Start of a TSDB read, epoch seconds.")] = None,
     end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds.")] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            help="Node of recorded series that name none (no instance/hostname label); "
+            "default for a Prometheus text file: its file name."
+        ),
+    ] = None,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
 
+    from peerwatch.detect.context import Context
     from peerwatch.detect.group_summary import summary
-    from peerwatch.engine import analyze_context, load_frames
-    from peerwatch.model import ProblemLog
+    from peerwatch.engine import analyze_segments, read_frames
+    from peerwatch.model import Alarm, ProblemLog
     from peerwatch.render import render_alarms
 
     problems = ProblemLog()
-    frames = load_frames(inputs, step=step, start=start, end=end, problems=problems)
-    if not frames:
+    builder = read_frames(inputs, step=step, start=start, end=end, problems=problems, node=node)
+    alarms: list[Alarm] = []
+    longest: Context | None = None  # its peer groups are the ones summed up
+    for ctx, found in analyze_segments(builder):
+        alarms.extend(found)
+        if longest is None or ctx.steps > longest.steps:
+            longest = ctx
+    if longest is None:
         typer.echo("error: nothing usable was read from " + ", ".join(inputs), err=True)
         for p in problems.problems[:10]:
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
-    ctx, alarms = analyze_context(frames)
     with out.open("w") as f:
         for alarm in alarms:
             f.write(json.dumps(alarm.as_json()) + "\n")
     console = Console(stderr=True)
-    console.print(summary(ctx.nodes, ctx.groups), markup=False, highlight=False, soft_wrap=True)
+    console.print(summary(longest.nodes, longest.groups), markup=False, highlight=False, soft_wrap=True)
     render_alarms(alarms, problems, console)

@@ -161,9 +161,7 @@ def simulate(scenario: Scenario) -> Simulation:
     )
     veth = _veth_names(layout.n, act.epoch.max() + 1, seed)
     src = Src(sig, layout, grid, act, sched, veth)
-    all_events = tuple(
-        sorted([*events, *restarts, *with_job_events], key=lambda e: (e.start_ts, e.kind, e.node or ""))
-    )
+    all_events = tuple(sorted([*events, *restarts, *with_job_events], key=lambda e: (e.start_ts, e.kind, e.node or "")))
     return Simulation(scenario, layout, grid, src, plan.faults, all_events)
 
 

@@ -151,8 +151,14 @@ def variant_set(seed: int = 100) -> tuple[Scenario, ...]:
         hours = VARIANT_HOURS.get(kind, 3.0)
         out.append(Scenario(f"v_{kind}", spec, hours, seed + i, faults, benign, description=KINDS[kind].note))
     healthy = Benign(
-        restarts=2, agent_restarts=2, remounts=2, noisy_drops=True, rare_nfs_ops=True,
-        stalls=2, restart_exporters=0.5, pcie_glitches=1,
+        restarts=2,
+        agent_restarts=2,
+        remounts=2,
+        noisy_drops=True,
+        rare_nfs_ops=True,
+        stalls=2,
+        restart_exporters=0.5,
+        pcie_glitches=1,
     )
     # Fail-slow again on other sizes, scrape intervals and exporter mixes: its size, length and variant
     # are drawn from each seed (appended last, so the runs above keep their seeds).

@@ -42,8 +42,10 @@ def read_inputs(
     end: float | None = None,
     matchers: Sequence[str] = (ALL_SERIES,),
     timeout: float = 30.0,
+    node: str | None = None,
 ) -> Iterator[SeriesBlock]:
-    """Series blocks of every input in turn; TSDB reads default to the last hour."""
+    """Series blocks of every input in turn; TSDB reads default to the last hour. ``node``: the
+    node of recorded series that name none (see ``read_recording``)."""
     end = time.time() if end is None else end
     start = end - 3600.0 if start is None else start
     for item in inputs:
@@ -61,10 +63,14 @@ def read_inputs(
             except TSDBError as exc:
                 problems.add(item, str(exc))
         else:
-            yield from _read_path(Path(item), problems)
+            yield from _read_path(Path(item), problems, node)
 
 
-def _read_path(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
+# Files met in a folder that are documentation or configuration, never metrics.
+NOT_METRICS = (".md", ".rst", ".html", ".yaml", ".yml", ".toml", ".csv", ".py", ".sh", ".png", ".svg", ".pdf")
+
+
+def _read_path(path: Path, problems: ProblemLog, node: str | None) -> Iterator[SeriesBlock]:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
         if not files:
@@ -72,6 +78,9 @@ def _read_path(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
         for file in files:
             if file.name == "labels.json":  # scenario ground truth beside a recording, not metrics
                 continue
-            yield from read_recording(file, problems)
+            if file.name.lower().endswith(NOT_METRICS):
+                problems.add(str(file), "not metrics (a documentation or configuration file), skipped")
+                continue
+            yield from read_recording(file, problems, node, only_metrics=True)
     else:
-        yield from read_recording(path, problems)
+        yield from read_recording(path, problems, node)
