@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from peerwatch import __version__
+from peerwatch.series_budget import SeriesBudget
 
 app = typer.Typer(
     name="peerwatch",
@@ -108,6 +109,12 @@ def analyze(
             "default for a Prometheus text file: its file name."
         ),
     ] = None,
+    max_series_per_family: Annotated[
+        int, typer.Option(min=1, help="Series kept per metric family; those beyond are left out and reported.")
+    ] = SeriesBudget.per_family,
+    max_series: Annotated[
+        int, typer.Option(min=1, help="Series kept in all; those beyond are left out and reported.")
+    ] = SeriesBudget.total,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
@@ -119,7 +126,8 @@ def analyze(
     from peerwatch.render import render_alarms
 
     problems = ProblemLog()
-    builder = read_frames(inputs, step=step, start=start, end=end, problems=problems, node=node)
+    budget = SeriesBudget(max_series_per_family, max_series)
+    builder = read_frames(inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget)
     alarms: list[Alarm] = []
     longest: Context | None = None  # its peer groups are the ones summed up
     for ctx, found in analyze_segments(builder):

@@ -29,6 +29,7 @@ from peerwatch.detect.training import TrainingShapeDetector
 from peerwatch.detect.transitions import TransitionState, held_nodes
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
+from peerwatch.series_budget import SeriesBudget
 from peerwatch.sources.inputs import read_inputs
 
 STEP_SAMPLE = 5000  # series blocks read ahead to judge the scrape interval
@@ -197,12 +198,14 @@ def read_frames(
     problems: ProblemLog | None = None,
     catalog: Catalog | None = None,
     node: str | None = None,
+    budget: SeriesBudget | None = None,
 ) -> FrameBuilder:
     """Read INPUT arguments onto a grid with the catalogue's notion of counters and node identity.
 
     Without ``step``, the grid follows the data's scrape interval (at least 30 s), judged from the
     first series read: a cluster scraped every 60 s on a 30-s grid would miss every other step.
-    ``node``: the node of recorded series that name none (sources/replay.py)."""
+    ``node``: the node of recorded series that name none (sources/replay.py); ``budget``: series
+    kept per family and in all (frame_store.py), its defaults unless given."""
     catalog = catalog or Catalog.default()
     problems = problems if problems is not None else ProblemLog()
     blocks = read_inputs(inputs, problems, start=start, end=end, node=node)
@@ -211,7 +214,12 @@ def read_frames(
         step = infer_step(head)
         blocks = itertools.chain(head, blocks)
     builder = FrameBuilder(
-        step, problems=problems, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=now
+        step,
+        problems=problems,
+        kind_of=kind_by_catalog(catalog),
+        node_labels_for=catalog.node_labels,
+        budget=budget or SeriesBudget(),
+        now=now,
     )
     return builder.add_all(blocks)
 

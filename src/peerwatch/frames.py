@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from peerwatch.frame_store import Rows, Span, spans_of
 from peerwatch.model import FloatArray, ProblemLog, SeriesBlock, SeriesKey, node_of
+from peerwatch.series_budget import UNLIMITED, SeriesBudget
 
 Kind = Literal["gauge", "rate"]
 EARLIEST_TS = 946_684_800.0  # 2000-01-01: anything older is a unit mistake, not data
@@ -73,7 +74,8 @@ class FrameBuilder:
     declared type; the catalogue and the values' behaviour know better). The grid is stored in
     blocks where samples are (frame_store.py), so memory follows the data, not its time span; where
     no sample at all comes for more than ``split_gap`` seconds the data splits into stretches
-    (``spans``) that are built apart. A gap in the recording is a gap, not an outage.
+    (``spans``) that are built apart. A gap in the recording is a gap, not an outage. Series beyond
+    ``budget`` (default: none) are left out and reported per family.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class FrameBuilder:
         node_labels: tuple[str, ...] = ("node", "hostname", "Hostname"),
         node_labels_for: Callable[[str, tuple[str, ...]], tuple[str, ...]] | None = None,
         split_gap: float | None = SPLIT_GAP,
+        budget: SeriesBudget | None = None,
         now: float | None = None,
         batch: int = 1 << 20,
     ) -> None:
@@ -97,9 +100,13 @@ class FrameBuilder:
         self.split_steps = None if split_gap is None else max(1, int(np.ceil(split_gap / self.step)))
         self.latest = (time.time() if now is None else now) + FUTURE_SLACK
         self.batch = batch
+        self.budget = budget or UNLIMITED
         self.samples = 0
+        self.series = 0
         self._pending = 0
         self._metrics: dict[str, Rows] = {}
+        self._over: dict[str, set[int]] = {}  # per family, the hashes of the series left out
+        self._conflicted: set[tuple[str, int]] = set()  # (metric, row) already noted
 
     def add_all(self, blocks: Iterable[SeriesBlock]) -> FrameBuilder:
         for block in blocks:
@@ -114,6 +121,11 @@ class FrameBuilder:
             rows = self._metrics[block.key.name] = Rows()
         if rows.declared is None and block.mtype:
             rows.declared = block.mtype
+        if block.key not in rows.index:
+            if len(rows.index) >= self.budget.per_family or self.series >= self.budget.total:
+                self._over.setdefault(block.key.name, set()).add(hash(block.key))
+                return
+            self.series += 1
         rows.pending.append((rows.row(block.key), block.timestamps, block.values))
         self._pending += len(block)
         if self._pending >= self.batch:
@@ -121,12 +133,38 @@ class FrameBuilder:
 
     def flush(self) -> None:
         """Write every pending block onto the grid."""
-        for rows in self._metrics.values():
+        for name, rows in self._metrics.items():
             if rows.pending:
-                self._write(rows)
+                self._write(name, rows)
         self._pending = 0
 
-    def _write(self, rows: Rows) -> None:
+    def _report_budget(self) -> None:
+        """Each family that went over the series budget, once, with what was kept."""
+        for name, over in self._over.items():
+            self.problems.add(name, self.budget.message(len(self._metrics[name].index), len(over), self.series))
+        self._over.clear()
+
+    def _note_conflicts(
+        self, name: str, rows: Rows, cell: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray, width: int
+    ) -> None:
+        """Note, once per series, samples at one timestamp with different values (the last read is kept)."""
+        order = np.lexsort((ts, cell))
+        c, t, v = cell[order], ts[order], vals[order]
+        clash = (c[1:] == c[:-1]) & (t[1:] == t[:-1]) & (v[1:] != v[:-1])
+        if not clash.any():
+            return
+        keys = list(rows.index)
+        for i in np.flatnonzero(clash).tolist():
+            r = int(c[i] // width)
+            if (name, r) not in self._conflicted:
+                self._conflicted.add((name, r))
+                when = datetime.fromtimestamp(float(t[i]), UTC).strftime("%Y-%m-%d %H:%M:%S")
+                self.problems.add(
+                    str(keys[r]),
+                    f"conflicting samples at {when} UTC ({v[i]:g} and {v[i + 1]:g}): the last read is kept",
+                )
+
+    def _write(self, name: str, rows: Rows) -> None:
         row_ids = np.array([r for r, _, _ in rows.pending], dtype=np.int64)
         lengths = np.array([len(t) for _, t, _ in rows.pending], dtype=np.int64)
         ts = np.concatenate([t for _, t, _ in rows.pending])
@@ -149,11 +187,16 @@ class FrameBuilder:
         last = np.ones(cell.size, dtype=np.bool_)
         np.not_equal(cell[1:], cell[:-1], out=last[:-1])
         if not last.all():  # several samples in one step: the latest wins, whatever the arrival order
+            self._note_conflicts(name, rows, cell, ts, vals, width)
             latest = _latest_in_runs(cell, ts)
             cell, ts, vals, k = cell[latest], ts[latest], vals[latest], k[latest]
         offs = (ts - k * self.step).astype(np.float32)
         flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
         held = flat_offs[cell]
+        same = (offs == held) & (flat_vals[cell] != vals)  # a sample of an earlier batch at the same time
+        if same.any():
+            both = np.r_[cell[same], cell[same]], np.r_[ts[same], ts[same]], np.r_[flat_vals[cell[same]], vals[same]]
+            self._note_conflicts(name, rows, *both, width)
         newer = np.isnan(held) | (offs >= held)  # a sample older than the one held loses
         flat_vals[cell[newer]] = vals[newer]
         flat_offs[cell[newer]] = offs[newer]
@@ -173,6 +216,7 @@ class FrameBuilder:
     def spans(self) -> list[Span]:
         """The stretches of steps that hold data, in time order."""
         self.flush()
+        self._report_budget()
         parts = [rows.occupied() for rows in self._metrics.values()]
         if not parts:
             return []

@@ -32,6 +32,7 @@ HEAD_VOTES = 5  # the first lines that parse as one format or the other decide i
 def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> Iterator[SeriesBlock]:
     """Series blocks from VictoriaMetrics ``/api/v1/export`` lines (timestamps in ms)."""
     keys: dict[tuple[tuple[str, object], ...], SeriesKey] = {}  # one series comes in many lines
+    quoted: set[SeriesKey] = set()
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -57,7 +58,21 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
         except (TypeError, ValueError, AttributeError):
             problems.add(f"{source}:{lineno}", f"{name}: labels or timestamps are not valid")
             continue
+        if key not in quoted and any(type(v) is str and v not in _SPECIAL and _number(v) for v in values):
+            quoted.add(key)  # once per series: a writer that quotes numbers quotes them all
+            problems.add(f"{source}:{lineno}", f"{key}: numbers given as strings, read as numbers")
         yield SeriesBlock(key, ts, _floats(values, f"{source}:{lineno}", problems))
+
+
+_SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})  # VictoriaMetrics quotes these itself
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 _SPECIAL_VALUE = re.compile(rb"(?<![\"\w.])([+-]?Inf|NaN)(?![\"\w])")
