@@ -182,3 +182,20 @@ def test_alignment_matches_a_reference_in_any_order_and_chunking(
         for j in np.nonzero(~np.isnan(f.values[i]))[0]:
             got[(int(key.get("series") or 0), k0 + int(j))] = float(f.values[i, j])
     assert got == expected
+
+
+@pytest.mark.parametrize("batch", [1, 1 << 20])  # the clash within one batch, and across two
+def test_conflicting_samples_are_noted_once_per_series_and_the_last_read_kept(batch: int) -> None:
+    problems = ProblemLog()
+    fb = FrameBuilder(30.0, problems=problems, now=NOW, batch=batch)
+    fb.add(block("g", [T0, T0 + 30], [1, 2], node="a"))
+    fb.add(block("g", [T0, T0 + 30], [1, 2], node="a"))  # a plain duplicate: nothing to say
+    fb.add(block("g", [T0, T0 + 30], [5, 6], node="a"))
+    fb.add(block("g", [T0, T0 + 30], [7, 8], node="b"))
+    fb.add(block("g", [T0, T0 + 30], [7, 8], node="b"))
+    np.testing.assert_array_equal(fb.build()["g"].values, [[5, 6], [7, 8]])
+    assert [p.where for p in problems] == ['g{node="a"}']
+    assert (
+        "conflicting samples at 2025-11-30 00:00:00 UTC (1 and 5): the last read is kept"
+        in problems.problems[0].message
+    )

@@ -144,25 +144,14 @@ class FrameBuilder:
             self.problems.add(name, self.budget.message(len(self._metrics[name].index), len(over), self.series))
         self._over.clear()
 
-    def _note_conflicts(
-        self, name: str, rows: Rows, cell: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray, width: int
-    ) -> None:
+    def _note_conflict(self, name: str, rows: Rows, row: int, ts: float, was: float, now: float) -> None:
         """Note, once per series, samples at one timestamp with different values (the last read is kept)."""
-        order = np.lexsort((ts, cell))
-        c, t, v = cell[order], ts[order], vals[order]
-        clash = (c[1:] == c[:-1]) & (t[1:] == t[:-1]) & (v[1:] != v[:-1])
-        if not clash.any():
+        if (name, row) in self._conflicted:
             return
-        keys = list(rows.index)
-        for i in np.flatnonzero(clash).tolist():
-            r = int(c[i] // width)
-            if (name, r) not in self._conflicted:
-                self._conflicted.add((name, r))
-                when = datetime.fromtimestamp(float(t[i]), UTC).strftime("%Y-%m-%d %H:%M:%S")
-                self.problems.add(
-                    str(keys[r]),
-                    f"conflicting samples at {when} UTC ({v[i]:g} and {v[i + 1]:g}): the last read is kept",
-                )
+        self._conflicted.add((name, row))
+        key = next(itertools.islice(rows.index, row, None))
+        when = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        self.problems.add(str(key), f"conflicting samples at {when} UTC ({was:g} and {now:g}): the last read is kept")
 
     def _write(self, name: str, rows: Rows) -> None:
         row_ids = np.array([r for r, _, _ in rows.pending], dtype=np.int64)
@@ -187,16 +176,17 @@ class FrameBuilder:
         last = np.ones(cell.size, dtype=np.bool_)
         np.not_equal(cell[1:], cell[:-1], out=last[:-1])
         if not last.all():  # several samples in one step: the latest wins, whatever the arrival order
-            self._note_conflicts(name, rows, cell, ts, vals, width)
-            latest = _latest_in_runs(cell, ts)
+            latest, losers, winners = _latest_in_runs(cell, ts, vals)
+            for i, w in zip(losers.tolist(), winners.tolist(), strict=True):
+                self._note_conflict(name, rows, int(cell[i] // width), float(ts[i]), float(vals[i]), float(vals[w]))
             cell, ts, vals, k = cell[latest], ts[latest], vals[latest], k[latest]
         offs = (ts - k * self.step).astype(np.float32)
         flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
         held = flat_offs[cell]
-        same = (offs == held) & (flat_vals[cell] != vals)  # a sample of an earlier batch at the same time
-        if same.any():
-            both = np.r_[cell[same], cell[same]], np.r_[ts[same], ts[same]], np.r_[flat_vals[cell[same]], vals[same]]
-            self._note_conflicts(name, rows, *both, width)
+        for i in np.flatnonzero((offs == held) & (flat_vals[cell] != vals)).tolist():  # vs. an earlier batch
+            self._note_conflict(
+                name, rows, int(cell[i] // width), float(ts[i]), float(flat_vals[cell[i]]), float(vals[i])
+            )
         newer = np.isnan(held) | (offs >= held)  # a sample older than the one held loses
         flat_vals[cell[newer]] = vals[newer]
         flat_offs[cell[newer]] = offs[newer]
@@ -334,14 +324,19 @@ def infer_step(blocks: Iterable[SeriesBlock], least: float = MIN_STEP) -> float:
     return max(least, float(np.ceil(np.percentile(intervals, 75, method="nearest") - 0.5)))
 
 
-def _latest_in_runs(cell: npt.NDArray[np.int64], ts: FloatArray) -> npt.NDArray[np.int64]:
-    """Index of the sample with the largest timestamp in each run of equal cells (the last such)."""
+def _latest_in_runs(
+    cell: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Index of the sample with the largest timestamp in each run of equal cells (the last such);
+    and each sample with that timestamp too but another value (a conflict) with its run's winner."""
     starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
     run = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, cell.size]))
     best = ts == np.maximum.reduceat(ts, starts)[run]
     cand = np.flatnonzero(best)
     lasts = np.r_[run[cand][1:] != run[cand][:-1], True]
-    return cand[lasts]
+    kept = np.repeat(cand[lasts], np.diff(np.r_[0, np.flatnonzero(lasts) + 1]))  # each candidate's winner
+    clash = vals[cand] != vals[kept]
+    return cand[lasts], cand[clash], kept[clash]
 
 
 def previous_index(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
