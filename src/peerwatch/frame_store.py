@@ -70,14 +70,26 @@ class Rows:
     def columns(self, k: IntArray) -> IntArray:
         """The storage column of each step in ``k``, allocating blocks (and room for every row)."""
         block = k // BLOCK
-        uniq, inverse = np.unique(block, return_inverse=True)
+        lo, hi = int(block.min()), int(block.max())
+        if hi - lo < 1 << 16:  # the usual batch: a table over its blocks, no sort
+            seen = np.zeros(hi - lo + 1, dtype=np.bool_)
+            seen[block - lo] = True
+            uniq = np.flatnonzero(seen) + lo
+        else:  # samples far apart in one batch
+            uniq = np.unique(block)
         for b in uniq.tolist():
             if b not in self.slot_of:
                 self.slot_of[b] = len(self.blocks)
                 self.blocks.append(b)
         self._reserve()
-        slots = np.array([self.slot_of[b] for b in uniq.tolist()], dtype=np.int64)[inverse.reshape(-1)]
-        out: IntArray = slots * BLOCK + (k - block * BLOCK)
+        slots = np.array([self.slot_of[b] for b in uniq.tolist()], dtype=np.int64)
+        if hi - lo < 1 << 16:
+            table = np.zeros(hi - lo + 1, dtype=np.int64)
+            table[uniq - lo] = slots
+            slot = table[block - lo]
+        else:
+            slot = slots[np.searchsorted(uniq, block)]
+        out: IntArray = slot * BLOCK + (k - block * BLOCK)
         return out
 
     def _reserve(self) -> None:

@@ -58,7 +58,7 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
         except (TypeError, ValueError, AttributeError):
             problems.add(f"{source}:{lineno}", f"{name}: labels or timestamps are not valid")
             continue
-        if key not in quoted and any(type(v) is str and v not in _SPECIAL and _number(v) for v in values):
+        if key not in quoted and _has_strings(line) and any(type(v) is str and _number(v) for v in values):
             quoted.add(key)  # once per series: a writer that quotes numbers quotes them all
             problems.add(f"{source}:{lineno}", f"{key}: numbers given as strings, read as numbers")
         yield SeriesBlock(key, ts, _floats(values, f"{source}:{lineno}", problems))
@@ -67,7 +67,16 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
 _SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})  # VictoriaMetrics quotes these itself
 
 
+def _has_strings(line: bytes) -> bool:
+    """Whether the line's values array holds a string at all (a byte search, cheaper than a look at each value)."""
+    at = line.find(b'"values":[')
+    return at >= 0 and b'"' in line[at + 10 : line.find(b"]", at)]
+
+
 def _number(text: str) -> bool:
+    """A number written as a string (VictoriaMetrics' own quoted NaN and Inf do not count)."""
+    if text in _SPECIAL:
+        return False
     try:
         float(text)
     except ValueError:
