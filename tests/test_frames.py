@@ -199,3 +199,12 @@ def test_conflicting_samples_are_noted_once_per_series_and_the_last_read_kept(ba
         "conflicting samples at 2025-11-30 00:00:00 UTC (1 and 5): the last read is kept"
         in problems.problems[0].message
     )
+
+
+def test_many_stray_samples_are_summed_up_not_listed_one_by_one() -> None:
+    problems = ProblemLog()
+    fb = FrameBuilder(30.0, problems=problems, now=T0 + 400 * 86_400)
+    fb.add(block("g", [T0 + 30 * i for i in range(40)], [1.0] * 40, node="a"))
+    fb.add(block("g", [T0 + 86_400 * (d + 1) for d in range(300)], [2.0] * 300, node="a"))
+    assert [(s.lo * 30.0, s.steps) for s in fb.segments()] == [(T0, 40)]
+    assert len(problems) == 11 and "290 more stretches (290 samples)" in str(problems.problems[0])

@@ -241,8 +241,16 @@ class FrameBuilder:
             )
         return kept
 
-    def _set_aside(self, spans: list[Span], main: Span, why: str) -> None:
-        for s in spans:
+    def _set_aside(self, spans: list[Span], main: Span, why: str, named: int = 10) -> None:
+        """Report stretches set aside: the first ``named`` one by one with their series, the rest in one line."""
+        if len(spans) > named:
+            rest = spans[named:]
+            self.problems.add(
+                "input",
+                f"{len(rest)} more stretches ({sum(s.samples for s in rest)} samples) from {self._iso(rest[0].lo)} "
+                f"to {self._iso(rest[-1].hi)} UTC set aside: {why}",
+            )
+        for s in spans[:named]:
             away = (main.lo - s.hi if s.hi < main.lo else s.lo - main.hi) * self.step
             side = "before" if s.hi < main.lo else "after"
             keys = [k for f in self.frames(s, rates=False).values() for k in f.keys] if s.samples <= 1000 else []
