@@ -219,7 +219,8 @@ def read_recording(
         else:
             blocks = _read_text(rest, source, problems, path.stat().st_mtime, last)
             node = node or file_node(path)
-        blocks = _less_cut_family(blocks, lines, last, problems)
+        if isinstance(stream, gzip.GzipFile):  # only a gzip tells that it was cut (a plain file just ends)
+            blocks = _less_cut_family(blocks, lines, last, problems)
         yield from blocks if node is None else _with_node(blocks, node)
 
 
