@@ -119,6 +119,14 @@ def test_series_over_the_budget_are_reported_with_what_was_kept(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     assert "app_requests: 30 series: the first 10 read kept, 20 left out" in " ".join(result.output.split())
     assert "node_load1" not in result.output  # under budget: nothing said
+    second = tmp_path / "more.jsonl"
+    second.write_bytes(b"\n".join(lines[-4:]) + b"\n")
+    args = ["analyze", str(path), str(second), "--out", str(out), "--max-series-per-input", "20"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "card.jsonl: 34 series: the first 20 read kept, 14 left out (series budget per input 20)" in said
+    assert "more.jsonl" not in said
 
 
 def test_exposition_without_instance_takes_its_node_from_the_file_name_or_node(tmp_path: Path) -> None:

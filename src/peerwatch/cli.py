@@ -112,6 +112,9 @@ def analyze(
     max_series_per_family: Annotated[
         int, typer.Option(min=1, help="Series kept per metric family; those beyond are left out and reported.")
     ] = SeriesBudget.per_family,
+    max_series_per_input: Annotated[
+        int, typer.Option(min=1, help="Series kept of each INPUT; those beyond are left out and reported.")
+    ] = SeriesBudget.per_input,
     max_series: Annotated[
         int, typer.Option(min=1, help="Series kept in all; those beyond are left out and reported.")
     ] = SeriesBudget.total,
@@ -126,7 +129,7 @@ def analyze(
     from peerwatch.render import render_alarms
 
     problems = ProblemLog()
-    budget = SeriesBudget(max_series_per_family, max_series)
+    budget = SeriesBudget(max_series_per_family, max_series_per_input, max_series)
     builder = read_frames(inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget)
     alarms: list[Alarm] = []
     longest: Context | None = None  # its peer groups are the ones summed up

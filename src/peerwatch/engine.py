@@ -208,7 +208,8 @@ def read_frames(
     kept per family and in all (frame_store.py), its defaults unless given."""
     catalog = catalog or Catalog.default()
     problems = problems if problems is not None else ProblemLog()
-    blocks = read_inputs(inputs, problems, start=start, end=end, node=node)
+    budget = budget or SeriesBudget()
+    blocks = read_inputs(inputs, problems, start=start, end=end, node=node, budget=budget)
     if step is None:
         head = list(itertools.islice(blocks, STEP_SAMPLE))
         step = infer_step(head)
@@ -218,7 +219,7 @@ def read_frames(
         problems=problems,
         kind_of=kind_by_catalog(catalog),
         node_labels_for=catalog.node_labels,
-        budget=budget or SeriesBudget(),
+        budget=budget,
         now=now,
     )
     return builder.add_all(blocks)

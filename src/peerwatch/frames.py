@@ -141,7 +141,9 @@ class FrameBuilder:
     def _report_budget(self) -> None:
         """Each family that went over the series budget, once, with what was kept."""
         for name, over in self._over.items():
-            self.problems.add(name, self.budget.message(len(self._metrics[name].index), len(over), self.series))
+            kept = len(self._metrics[name].index)
+            which = "per family" if kept >= self.budget.per_family else "of the run"
+            self.problems.add(name, self.budget.message(kept, len(over), which))
         self._over.clear()
 
     def _note_conflict(self, name: str, rows: Rows, row: int, ts: float, was: float, now: float) -> None:

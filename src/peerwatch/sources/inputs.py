@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from peerwatch.model import ProblemLog, SeriesBlock
+from peerwatch.series_budget import SeriesBudget
 from peerwatch.sources.replay import read_recording
 
 ALL_SERIES = '{__name__=~".+"}'
@@ -43,27 +44,59 @@ def read_inputs(
     matchers: Sequence[str] = (ALL_SERIES,),
     timeout: float = 30.0,
     node: str | None = None,
+    budget: SeriesBudget | None = None,
 ) -> Iterator[SeriesBlock]:
     """Series blocks of every input in turn; TSDB reads default to the last hour. ``node``: the
-    node of recorded series that name none (see ``read_recording``)."""
-    end = time.time() if end is None else end
-    start = end - 3600.0 if start is None else start
+    node of recorded series that name none (see ``read_recording``); ``budget``: its ``per_input``
+    series are kept of each input, the others left out and reported."""
     for item in inputs:
-        kind = input_kind(item)
-        if kind == "exporter":
-            from peerwatch.sources.scrape import Target, scrape
+        blocks = _read_one(item, problems, start, end, matchers, timeout, node)
+        yield from blocks if budget is None else _within(blocks, item, budget, problems)
 
-            yield from scrape([Target(item)], timeout=timeout, problems=problems).blocks
-        elif kind == "tsdb":
-            from peerwatch.sources.tsdb import TSDBClient, TSDBError
 
-            try:
-                with TSDBClient(item, timeout=timeout, problems=problems) as client:
-                    yield from client.read(matchers, start, end)
-            except TSDBError as exc:
-                problems.add(item, str(exc))
-        else:
-            yield from _read_path(Path(item), problems, node)
+def _within(
+    blocks: Iterator[SeriesBlock], item: str, budget: SeriesBudget, problems: ProblemLog
+) -> Iterator[SeriesBlock]:
+    """The blocks of the first ``budget.per_input`` series of one input; the rest reported once."""
+    kept: set[int] = set()
+    over: set[int] = set()
+    for block in blocks:
+        h = hash(block.key)
+        if h not in kept and len(kept) >= budget.per_input:
+            over.add(h)
+            continue
+        kept.add(h)
+        yield block
+    if over:
+        problems.add(item, budget.message(len(kept), len(over), "per input"))
+
+
+def _read_one(
+    item: str,
+    problems: ProblemLog,
+    start: float | None,
+    end: float | None,
+    matchers: Sequence[str],
+    timeout: float,
+    node: str | None,
+) -> Iterator[SeriesBlock]:
+    kind = input_kind(item)
+    if kind == "exporter":
+        from peerwatch.sources.scrape import Target, scrape
+
+        yield from scrape([Target(item)], timeout=timeout, problems=problems).blocks
+    elif kind == "tsdb":
+        from peerwatch.sources.tsdb import TSDBClient, TSDBError
+
+        end = time.time() if end is None else end
+        start = end - 3600.0 if start is None else start
+        try:
+            with TSDBClient(item, timeout=timeout, problems=problems) as client:
+                yield from client.read(matchers, start, end)
+        except TSDBError as exc:
+            problems.add(item, str(exc))
+    else:
+        yield from _read_path(Path(item), problems, node)
 
 
 # Files met in a folder that are documentation or configuration, never metrics.
