@@ -38,6 +38,10 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
             continue
         try:
             obj = _loads(line)
+            if not isinstance(obj, dict):
+                kind = "list" if isinstance(obj, list) else "string" if isinstance(obj, str) else "number or constant"
+                problems.add(f"{source}:{lineno}", f"not a VictoriaMetrics export line (a JSON {kind}, not an object)")
+                continue
             metric, values, stamps = obj["metric"], obj["values"], obj["timestamps"]
             name = metric["__name__"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
