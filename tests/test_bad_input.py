@@ -77,3 +77,79 @@ def test_unreachable_tsdb_and_exporter_exit_non_zero_naming_the_url() -> None:
     code, report = run_catalog(f"http://127.0.0.1:{port}/metrics")
     assert code == 0 and {f["name"] for f in report["families"]} >= {"up"}
     assert any(f"127.0.0.1:{port}" in p["where"] for p in report["problems"])
+
+
+def test_a_bad_first_line_or_a_bom_does_not_decide_the_format(tmp_path: Path) -> None:
+    t = [NOW_MS - 30_000, NOW_MS]
+    good = [vm_line("node_load1", [1.0, 2.0], t, instance=f"gpu0{i}:9100") for i in range(1, 6)]
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf[1,2,3]\n" + b"\n".join(good) + b"\n")
+    text = tmp_path / "scrape.prom"
+    text.write_bytes(b"\xef\xbb\xbf# TYPE node_load5 gauge\n" + f"node_load5 3 {NOW_MS}\n".encode())
+    code, report = run_catalog(str(path), str(text))
+    assert code == 0, report
+    families = {f["name"]: f for f in report["families"]}
+    assert families["node_load1"]["series"] == 5 and "node_load5" in families
+    assert [p["where"] for p in report["problems"]] == [f"{path}:1"]
+
+
+def test_conflicting_duplicates_and_quoted_numbers_are_noted_once_per_series(tmp_path: Path) -> None:
+    t = [NOW_MS - 30_000, NOW_MS]
+    path = tmp_path / "dup.jsonl"
+    lines = [vm_line("node_load1", [1.0, 2.0], t, instance="gpu01:9100")] * 3  # same values: no note
+    lines += [vm_line("node_load1", [5.0, 6.0], t, instance="gpu01:9100")] * 2  # conflicting, twice
+    lines += [vm_line("node_load5", ["1.5", "2"], t, instance="gpu01:9100")] * 2  # quoted numbers
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    code, report = run_catalog(str(path))
+    assert code == 0, report
+    notes = [f"{p['where']}: {p['message']}" for p in report["problems"]]
+    assert len(notes) == 2, notes
+    assert "conflicting samples" in notes[1] and "(1 and 5)" in notes[1] and "node_load1" in notes[1]
+    assert "numbers given as strings" in notes[0] and "node_load5" in notes[0]
+
+
+def test_series_over_the_budget_are_reported_with_what_was_kept(tmp_path: Path) -> None:
+    t = [NOW_MS - 30_000, NOW_MS]
+    path = tmp_path / "card.jsonl"
+    lines = [vm_line("app_requests", [1, 2], t, instance=f"gpu0{i % 4}:9100", path=f"/{i}") for i in range(30)]
+    lines += [vm_line("node_load1", [1, 2], t, instance=f"gpu0{i}:9100") for i in range(4)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "alarms.jsonl"
+    result = CliRunner().invoke(app, ["analyze", str(path), "--out", str(out), "--max-series-per-family", "10"])
+    assert result.exit_code == 0, result.output
+    assert "app_requests: 30 series: the first 10 read kept, 20 left out" in " ".join(result.output.split())
+    assert "node_load1" not in result.output  # under budget: nothing said
+    second = tmp_path / "more.jsonl"
+    second.write_bytes(b"\n".join(lines[-4:]) + b"\n")
+    args = ["analyze", str(path), str(second), "--out", str(out), "--max-series-per-input", "20"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "card.jsonl: 34 series: the first 20 read kept, 14 left out (series budget per input 20)" in said
+    assert "more.jsonl" not in said
+
+
+def test_exposition_without_instance_takes_its_node_from_the_file_name_or_node(tmp_path: Path) -> None:
+    from peerwatch.sources.inputs import bundled_samples
+
+    sample = next(p for p in bundled_samples() if p.name == "node_exporter.prom")
+    out = tmp_path / "alarms.jsonl"
+    for extra in ([], ["--node", "gpu42"]):
+        result = CliRunner().invoke(app, ["analyze", str(sample), "--out", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        assert "main job: 1 node" in result.output
+    from peerwatch.engine import read_frames
+
+    builder = read_frames([str(sample)], node="gpu42")
+    assert set(builder.build()["node_load1"].nodes) == {"gpu42"}
+    folder = tmp_path / "scrapes"
+    folder.mkdir()
+    (folder / "gpu07.prom").write_bytes(sample.read_bytes())
+    (folder / "SOURCE.md").write_text("# Where these come from\nnode_exporter 1.8 output\n")
+    (folder / "notes").write_text("just words here\nand more\n")
+    code, report = run_catalog(str(folder))
+    assert code == 0, report
+    assert sorted((Path(p["where"]).name, p["message"].split(" (")[0]) for p in report["problems"]) == [
+        ("SOURCE.md", "not metrics"),
+        ("notes", "not metrics"),
+    ]

@@ -100,25 +100,37 @@ def test_bad_timestamps_and_infinities_are_reported_and_the_rest_kept() -> None:
     assert "infinite values" in messages and 'h{node="n"}' in messages
 
 
-def test_grid_span_is_bounded() -> None:
-    frames, problems = build(
-        block("g", [T0, T0 + 30], [1, 2], node="a"),
-        block("g", [T0 + 30 * 500], [3], node="b"),
-        max_steps=100,
-    )
-    assert frames["g"].steps == 2
-    assert "outside a 100-step window" in str(problems.problems[0])
-
-
-def test_grid_span_keeps_the_grid_when_a_later_batch_strays() -> None:
+def test_a_far_sample_is_set_aside_not_a_grid_of_the_whole_span() -> None:
+    far = T0 + 60 * 86_400
     problems = ProblemLog()
-    fb = FrameBuilder(30.0, problems=problems, now=NOW, max_steps=100, batch=1)
-    fb.add(block("g", [T0, T0 + 30], [1, 2], node="a"))
-    fb.add(block("g", [T0 - 30 * 300, T0 + 60], [0, 3], node="b"))
+    fb = FrameBuilder(30.0, problems=problems, now=far, batch=1)
+    fb.add(block("g", [far], [9], node="a"))  # first, so the grid cannot be sized from the bulk
+    fb.add_all(block("g", [T0 + 30 * i for i in range(40)], list(range(40)), node=n) for n in "ab")
     f = fb.build()["g"]
-    assert f.start == T0 and f.steps == 3
-    np.testing.assert_array_equal(f.values, [[1, 2, np.nan], [np.nan, np.nan, 3]])
-    assert "1 samples outside a 100-step window" in problems.problems[0].message
+    assert (f.start, f.steps) == (T0, 40)
+    assert sum(r.vals.size for r in fb._metrics.values()) <= 2 * 8 * 64  # two blocks of rows, not 60 days
+    assert "60.0 days after the main stretch" in str(problems.problems[0]) and 'g{node="a"}' in str(
+        problems.problems[0]
+    )
+
+
+def test_a_long_gap_splits_the_data_into_stretches_judged_apart() -> None:
+    problems = ProblemLog()
+    fb = FrameBuilder(30.0, problems=problems, now=NOW)
+    first = [T0 + 30 * i for i in range(30)]
+    fb.add_all(block("g", [*first, *(t + 7200 for t in first)], [1.0] * 60, node=n) for n in "ab")
+    fb.add(block("g", [T0 + 86_400], [5.0], node="c"))  # a stray: reported, not judged
+    spans = fb.segments()
+    assert [(s.lo * 30.0, s.steps) for s in spans] == [(T0, 30), (T0 + 7200, 30)]
+    second = fb.frames(spans[1])["g"]
+    assert second.nodes == ("a", "b") and not np.isnan(second.values).any()
+    text = " ".join(str(p) for p in problems)
+    assert "no data for 106 min" in text and 'g{node="c"}' in text and "too short to judge" in text
+
+
+def test_short_gaps_stay_on_one_grid() -> None:
+    frames, problems = build(block("g", [T0, T0 + 600], [1, 2], node="n"))
+    assert frames["g"].steps == 21 and not problems.problems
 
 
 def test_staleness() -> None:
@@ -156,7 +168,7 @@ def test_alignment_matches_a_reference_in_any_order_and_chunking(
     # Distinct timestamps per series: equal ones have no defined winner.
     seen: set[tuple[int, float]] = set()
     samples = [(s, T0 + t, v) for s, t, v in raw if (s, t) not in seen and not seen.add((s, t))]  # type: ignore[func-returns-value]
-    fb = FrameBuilder(30.0, now=NOW, batch=batch)
+    fb = FrameBuilder(30.0, now=NOW, batch=batch, split_gap=None)
     for i in range(0, len(samples), chunk):
         part = samples[i : i + chunk]
         for s in {s for s, _, _ in part}:
@@ -170,3 +182,29 @@ def test_alignment_matches_a_reference_in_any_order_and_chunking(
         for j in np.nonzero(~np.isnan(f.values[i]))[0]:
             got[(int(key.get("series") or 0), k0 + int(j))] = float(f.values[i, j])
     assert got == expected
+
+
+@pytest.mark.parametrize("batch", [1, 1 << 20])  # the clash within one batch, and across two
+def test_conflicting_samples_are_noted_once_per_series_and_the_last_read_kept(batch: int) -> None:
+    problems = ProblemLog()
+    fb = FrameBuilder(30.0, problems=problems, now=NOW, batch=batch)
+    fb.add(block("g", [T0, T0 + 30], [1, 2], node="a"))
+    fb.add(block("g", [T0, T0 + 30], [1, 2], node="a"))  # a plain duplicate: nothing to say
+    fb.add(block("g", [T0, T0 + 30], [5, 6], node="a"))
+    fb.add(block("g", [T0, T0 + 30], [7, 8], node="b"))
+    fb.add(block("g", [T0, T0 + 30], [7, 8], node="b"))
+    np.testing.assert_array_equal(fb.build()["g"].values, [[5, 6], [7, 8]])
+    assert [p.where for p in problems] == ['g{node="a"}']
+    assert (
+        "conflicting samples at 2025-11-30 00:00:00 UTC (1 and 5): the last read is kept"
+        in problems.problems[0].message
+    )
+
+
+def test_many_stray_samples_are_summed_up_not_listed_one_by_one() -> None:
+    problems = ProblemLog()
+    fb = FrameBuilder(30.0, problems=problems, now=T0 + 400 * 86_400)
+    fb.add(block("g", [T0 + 30 * i for i in range(40)], [1.0] * 40, node="a"))
+    fb.add(block("g", [T0 + 86_400 * (d + 1) for d in range(300)], [2.0] * 300, node="a"))
+    assert [(s.lo * 30.0, s.steps) for s in fb.segments()] == [(T0, 40)]
+    assert len(problems) == 11 and "290 more stretches (290 samples)" in str(problems.problems[0])

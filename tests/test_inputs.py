@@ -145,3 +145,17 @@ def test_catalog_command_scrapes_a_real_node_exporter(node_exporter: Service) ->
     assert {"up", "scrape_duration_seconds", "node_cpu_seconds_total", "go_goroutines"} <= names
     assert report["unknown"] == [], report["unknown"]
     assert report["set_aside"].get("runtime", 0) > 5
+
+
+def test_catalog_reads_snapshots_taken_days_apart(tmp_path: Path) -> None:
+    import os
+
+    old, new = tmp_path / "gpu01.prom", tmp_path / "gpu02.prom"
+    old.write_text('node_load1{instance="gpu01:9100"} 1\n')
+    new.write_text('node_load5{instance="gpu02:9100"} 2\nnode_load1{instance="gpu02:9100"} 3\n')
+    os.utime(old, (NOW - 3 * 86_400, NOW - 3 * 86_400))  # no timestamps: each file is a snapshot at its mtime
+    result = CliRunner().invoke(app, ["catalog", "--json", str(old), str(new)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert {f["name"]: f["series"] for f in report["families"]} == {"node_load1": 2, "node_load5": 1}
+    assert report["problems"] == []

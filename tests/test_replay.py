@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -74,10 +75,16 @@ def test_bad_lines_are_reported_by_line_and_the_rest_kept(tmp_path: Path) -> Non
 
 
 def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
-    data = gzip.compress(jsonl(sample_blocks() * 50))
-    got, problems = roundtrip(data[: len(data) // 2], tmp_path, "cut.jsonl.gz")
-    assert 0 < len(got) < 200
-    assert "truncated or corrupt" in problems.problems[-1].message
+    power = [replace(b, key=SeriesKey("DCGM_FI_DEV_POWER_USAGE", b.key.labels)) for b in sample_blocks()]
+    second = gzip.compress(jsonl(power * 25))  # a gzip of two members, cut in the second
+    data = gzip.compress(jsonl(sample_blocks() * 25)) + second[: len(second) // 2]
+    got, problems = roundtrip(data, tmp_path, "cut.jsonl.gz")
+    assert {b.key.name for b in got} == {"DCGM_FI_DEV_GPU_TEMP"} and len(got) == 100
+    messages = [p.message for p in problems]
+    assert "truncated or corrupt" in messages[0]
+    # The metric the cut went through is set aside: its unread part would read as its series stopping.
+    assert "series read before the truncation set aside" in messages[1]
+    assert got[-1].key.name != messages[1].split(":")[0]
 
 
 def test_missing_file_is_a_problem_not_a_crash(tmp_path: Path) -> None:

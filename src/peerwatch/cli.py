@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from peerwatch import __version__
+from peerwatch.series_budget import SeriesBudget
 
 if TYPE_CHECKING:
     from peerwatch.sources.tsdb_http import HttpOptions
@@ -143,13 +144,30 @@ def analyze(
     start: Annotated[float | None, typer.Option(help="Start of a TSDB read, epoch seconds.")] = None,
     end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds.")] = None,
     http_config_file: HttpConfigFile = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            help="Node of recorded series that name none (no instance/hostname label); "
+            "default for a Prometheus text file: its file name."
+        ),
+    ] = None,
+    max_series_per_family: Annotated[
+        int, typer.Option(min=1, help="Series kept per metric family; those beyond are left out and reported.")
+    ] = SeriesBudget.per_family,
+    max_series_per_input: Annotated[
+        int, typer.Option(min=1, help="Series kept of each INPUT; those beyond are left out and reported.")
+    ] = SeriesBudget.per_input,
+    max_series: Annotated[
+        int, typer.Option(min=1, help="Series kept in all; those beyond are left out and reported.")
+    ] = SeriesBudget.total,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
 
+    from peerwatch.detect.context import Context
     from peerwatch.detect.group_summary import summary
-    from peerwatch.engine import analyze_context, load_frames
-    from peerwatch.model import ProblemLog
+    from peerwatch.engine import analyze_segments, read_frames
+    from peerwatch.model import Alarm, ProblemLog
     from peerwatch.progress import working
     from peerwatch.redact import redact_url
     from peerwatch.render import render_alarms
@@ -157,20 +175,28 @@ def analyze(
     problems = ProblemLog()
     http = _http_options(http_config_file)
     shown = ", ".join(redact_url(i) for i in inputs)  # a URL may carry a password
+    budget = SeriesBudget(max_series_per_family, max_series_per_input, max_series)
     with working("reading " + shown):
-        frames = load_frames(inputs, step=step, start=start, end=end, problems=problems, http=http)
-    if not frames:
+        builder = read_frames(
+            inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget, http=http
+        )
+    alarms: list[Alarm] = []
+    longest: Context | None = None  # its peer groups are the ones summed up
+    with working("judging"):
+        for ctx, found in analyze_segments(builder):
+            alarms.extend(found)
+            if longest is None or ctx.steps > longest.steps:
+                longest = ctx
+    if longest is None:
         typer.echo("error: nothing usable was read from " + shown, err=True)
         for p in problems.problems[:10]:
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
-    with working(f"judging {len(frames)} metric families"):
-        ctx, alarms = analyze_context(frames)
     lines = "".join(json.dumps(alarm.as_json()) + "\n" for alarm in alarms)
     if str(out) == "-":
         sys.stdout.write(lines)
     else:
         out.write_text(lines)
     console = Console(stderr=True)
-    console.print(summary(ctx.nodes, ctx.groups), markup=False, highlight=False, soft_wrap=True)
+    console.print(summary(longest.nodes, longest.groups), markup=False, highlight=False, soft_wrap=True)
     render_alarms(alarms, problems, console)

@@ -7,8 +7,8 @@ recording gives the alarms a live run would have raised at each step.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from peerwatch.catalog.classify import observed_kind
@@ -29,6 +29,7 @@ from peerwatch.detect.training import TrainingShapeDetector
 from peerwatch.detect.transitions import TransitionState, held_nodes
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
+from peerwatch.series_budget import SeriesBudget
 from peerwatch.sources.inputs import read_inputs
 from peerwatch.sources.tsdb_http import HttpOptions
 
@@ -79,9 +80,9 @@ def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray],
     return kind_of
 
 
-def context_of(frames: Mapping[str, Frame], catalog: Catalog) -> Context:
-    """Frames prepared for detection, with workload groups."""
-    return _context(frames, catalog, EngineState())
+def context_of(frames: Mapping[str, Frame], catalog: Catalog, *, recorded: bool = False) -> Context:
+    """Frames prepared for detection, with workload groups (``recorded``: see Context)."""
+    return replace(_context(frames, catalog, EngineState()), recorded=recorded)
 
 
 def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) -> Context:
@@ -177,11 +178,53 @@ def analyze_frames(
 
 
 def analyze_context(
-    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+    frames: Mapping[str, Frame],
+    *,
+    catalog: Catalog | None = None,
+    policy: Policy | None = None,
+    recorded: bool = False,
 ) -> tuple[Context, list[Alarm]]:
     """The context of aligned frames (its peer groups among it) and the alarms over it."""
-    ctx = context_of(frames, catalog or Catalog.default())
+    ctx = context_of(frames, catalog or Catalog.default(), recorded=recorded)
     return ctx, (policy or Policy()).decide(ctx, detect(ctx))
+
+
+def read_frames(
+    inputs: Sequence[str],
+    *,
+    step: float | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    now: float | None = None,
+    problems: ProblemLog | None = None,
+    catalog: Catalog | None = None,
+    node: str | None = None,
+    budget: SeriesBudget | None = None,
+    http: HttpOptions | None = None,
+) -> FrameBuilder:
+    """Read INPUT arguments onto a grid with the catalogue's notion of counters and node identity.
+
+    Without ``step``, the grid follows the data's scrape interval (at least 30 s), judged from the
+    first series read: a cluster scraped every 60 s on a 30-s grid would miss every other step.
+    ``node``: the node of recorded series that name none (sources/replay.py); ``budget``: series
+    kept per family and in all (frame_store.py), its defaults unless given."""
+    catalog = catalog or Catalog.default()
+    problems = problems if problems is not None else ProblemLog()
+    budget = budget or SeriesBudget()
+    blocks = read_inputs(inputs, problems, start=start, end=end, node=node, budget=budget, http=http)
+    if step is None:
+        head = list(itertools.islice(blocks, STEP_SAMPLE))
+        step = infer_step(head)
+        blocks = itertools.chain(head, blocks)
+    builder = FrameBuilder(
+        step,
+        problems=problems,
+        kind_of=kind_by_catalog(catalog),
+        node_labels_for=catalog.node_labels,
+        budget=budget,
+        now=now,
+    )
+    return builder.add_all(blocks)
 
 
 def load_frames(
@@ -195,22 +238,24 @@ def load_frames(
     catalog: Catalog | None = None,
     http: HttpOptions | None = None,
 ) -> dict[str, Frame]:
-    """Read INPUT arguments into frames with the catalogue's notion of counters and node identity.
+    """Frames of the INPUT arguments' main stretch of data (``read_frames``; other stretches reported)."""
+    return read_frames(
+        inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog, http=http
+    ).build()
 
-    Without ``step``, the grid follows the data's scrape interval (at least 30 s), judged from the
-    first series read: a cluster scraped every 60 s on a 30-s grid would miss every other step."""
+
+def analyze_segments(
+    builder: FrameBuilder, *, catalog: Catalog | None = None, policy: Policy | None = None
+) -> Iterator[tuple[Context, list[Alarm]]]:
+    """Each stretch of data judged apart, in time order (a gap is a gap, not an outage): its
+    context and alarms. One stretch's frames at a time, so memory follows the largest."""
     catalog = catalog or Catalog.default()
-    problems = problems if problems is not None else ProblemLog()
-    blocks = read_inputs(inputs, problems, start=start, end=end, http=http)
-    if step is None:
-        head = list(itertools.islice(blocks, STEP_SAMPLE))
-        step = infer_step(head)
-        blocks = itertools.chain(head, blocks)
-    builder = FrameBuilder(
-        step, problems=problems, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=now
-    )
-    builder.add_all(blocks)
-    return builder.build()
+    for span in builder.segments():
+        frames = builder.frames(span)
+        if not any(n for f in frames.values() for n in f.nodes):
+            builder.problems.add("input", "no series names a node (node, hostname or instance label): give --node")
+            continue
+        yield analyze_context(frames, catalog=catalog, policy=policy, recorded=True)
 
 
 def analyze(
@@ -224,5 +269,5 @@ def analyze(
 ) -> list[Alarm]:
     """``peerwatch analyze``: alarms over recorded files, a TSDB or exporters."""
     catalog = Catalog.default()
-    frames = load_frames(inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog)
-    return analyze_frames(frames, catalog=catalog)
+    builder = read_frames(inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog)
+    return [a for _, alarms in analyze_segments(builder, catalog=catalog) for a in alarms]

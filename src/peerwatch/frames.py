@@ -4,24 +4,31 @@ Step ``k`` stands for time ``k * step`` and holds the last sample in ``(k*step -
 so every exporter's own scrape phase and millisecond jitter land on the same grid without joining
 on exact timestamps. A step with no sample is NaN, never 0. Counters become per-second rates
 between consecutive samples, with resets (a drop) counted as a restart from zero.
-The builder keeps only the aligned arrays, so memory follows the frames, not the input size.
+The builder keeps only the aligned arrays, in blocks where samples are, so memory follows the
+data, not the input size nor its time span.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from peerwatch.frame_store import Rows, Span, spans_of
 from peerwatch.model import FloatArray, ProblemLog, SeriesBlock, SeriesKey, node_of
+from peerwatch.series_budget import UNLIMITED, SeriesBudget
 
 Kind = Literal["gauge", "rate"]
 EARLIEST_TS = 946_684_800.0  # 2000-01-01: anything older is a unit mistake, not data
 FUTURE_SLACK = 86_400.0  # accept clocks up to a day ahead of ours
+SPLIT_GAP = 600.0  # no sample at all for longer: the recording stopped; what follows is judged apart
+MIN_SPAN_STEPS = 20  # a stretch shorter than this beside a longer one is a stray, not a run to judge
 
 
 def declared_kind(name: str, declared_type: str | None, values: FloatArray | None = None) -> Kind:
@@ -60,54 +67,15 @@ class Frame:
         return ~(self.last_seen > at - after)
 
 
-@dataclass
-class _Rows:
-    """Growable aligned storage of one metric: values and the sample's offset within its step.
-
-    Blocks wait in ``pending`` and are written in batches, so the per-block cost is a few list
-    appends and the numpy work is done once per batch for many series at a time.
-    """
-
-    k0: int | None = None
-    vals: FloatArray = field(default_factory=lambda: np.full((0, 0), np.nan))
-    offs: npt.NDArray[np.float32] = field(default_factory=lambda: np.full((0, 0), np.nan, dtype=np.float32))
-    last: list[float] = field(default_factory=list)
-    index: dict[SeriesKey, int] = field(default_factory=dict)
-    declared: str | None = None
-    pending: list[tuple[int, FloatArray, FloatArray]] = field(default_factory=list)
-
-    def row(self, key: SeriesKey) -> int:
-        r = self.index.get(key)
-        if r is None:
-            r = self.index[key] = len(self.index)
-            self.last.append(-np.inf)
-        return r
-
-    def reserve(self, kmin: int, kmax: int) -> None:
-        """Room for every row and for steps ``kmin..kmax``, at least doubling what grows."""
-        rows, width = self.vals.shape
-        lo, hi = (kmin, kmax + 1) if self.k0 is None else (self.k0, self.k0 + width)
-        if kmin < lo:
-            lo = min(kmin, lo - width)
-        if kmax >= hi:
-            hi = max(kmax + 1, hi + width)
-        nrows = max(rows, 8) if len(self.index) <= rows else max(len(self.index), 2 * rows)
-        if (lo, hi, nrows) == (self.k0, self.k0 + width if self.k0 is not None else None, rows):
-            return
-        vals = np.full((nrows, hi - lo), np.nan)
-        offs = np.full((nrows, hi - lo), np.nan, dtype=np.float32)
-        if self.k0 is not None:
-            vals[:rows, self.k0 - lo : self.k0 - lo + width] = self.vals
-            offs[:rows, self.k0 - lo : self.k0 - lo + width] = self.offs
-        self.k0, self.vals, self.offs = lo, vals, offs
-
-
 class FrameBuilder:
     """Accumulates series blocks into aligned frames.
 
     ``kind_of(name, declared_type, raw_values)`` decides which metrics are counters (default: the
-    declared type; the catalogue and the values' behaviour know better). ``max_steps`` bounds the
-    grid so that an ancient timestamp cannot blow up memory; such samples are reported and dropped.
+    declared type; the catalogue and the values' behaviour know better). The grid is stored in
+    blocks where samples are (frame_store.py), so memory follows the data, not its time span; where
+    no sample at all comes for more than ``split_gap`` seconds the data splits into stretches
+    (``spans``) that are built apart. A gap in the recording is a gap, not an outage. Series beyond
+    ``budget`` (default: none) are left out and reported per family.
     """
 
     def __init__(
@@ -118,7 +86,8 @@ class FrameBuilder:
         kind_of: Callable[[str, str | None, FloatArray], Kind] = declared_kind,
         node_labels: tuple[str, ...] = ("node", "hostname", "Hostname"),
         node_labels_for: Callable[[str, tuple[str, ...]], tuple[str, ...]] | None = None,
-        max_steps: int = 200_000,
+        split_gap: float | None = SPLIT_GAP,
+        budget: SeriesBudget | None = None,
         now: float | None = None,
         batch: int = 1 << 20,
     ) -> None:
@@ -128,14 +97,16 @@ class FrameBuilder:
         self.node_labels = node_labels
         # Some families use a node label for something else (node_exporter's NUMA ``node``): the catalogue knows.
         self.node_labels_for = node_labels_for or (lambda _name, labels: labels)
-        self.max_steps = max_steps
+        self.split_steps = None if split_gap is None else max(1, int(np.ceil(split_gap / self.step)))
         self.latest = (time.time() if now is None else now) + FUTURE_SLACK
         self.batch = batch
+        self.budget = budget or UNLIMITED
         self.samples = 0
+        self.series = 0
         self._pending = 0
-        self._metrics: dict[str, _Rows] = {}
-        self._kmin: int | None = None
-        self._kmax: int | None = None
+        self._metrics: dict[str, Rows] = {}
+        self._over: dict[str, set[int]] = {}  # per family, the hashes of the series left out
+        self._conflicted: set[tuple[str, int]] = set()  # (metric, row) already noted
 
     def add_all(self, blocks: Iterable[SeriesBlock]) -> FrameBuilder:
         for block in blocks:
@@ -147,9 +118,14 @@ class FrameBuilder:
             return
         rows = self._metrics.get(block.key.name)
         if rows is None:
-            rows = self._metrics[block.key.name] = _Rows()
+            rows = self._metrics[block.key.name] = Rows()
         if rows.declared is None and block.mtype:
             rows.declared = block.mtype
+        if block.key not in rows.index:
+            if len(rows.index) >= self.budget.per_family or self.series >= self.budget.total:
+                self._over.setdefault(block.key.name, set()).add(hash(block.key))
+                return
+            self.series += 1
         rows.pending.append((rows.row(block.key), block.timestamps, block.values))
         self._pending += len(block)
         if self._pending >= self.batch:
@@ -162,7 +138,24 @@ class FrameBuilder:
                 self._write(name, rows)
         self._pending = 0
 
-    def _write(self, name: str, rows: _Rows) -> None:
+    def _report_budget(self) -> None:
+        """Each family that went over the series budget, once, with what was kept."""
+        for name, over in self._over.items():
+            kept = len(self._metrics[name].index)
+            which = "per family" if kept >= self.budget.per_family else "of the run"
+            self.problems.add(name, self.budget.message(kept, len(over), which))
+        self._over.clear()
+
+    def _note_conflict(self, name: str, rows: Rows, row: int, ts: float, was: float, now: float) -> None:
+        """Note, once per series, samples at one timestamp with different values (the last read is kept)."""
+        if (name, row) in self._conflicted:
+            return
+        self._conflicted.add((name, row))
+        key = next(itertools.islice(rows.index, row, None))
+        when = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        self.problems.add(str(key), f"conflicting samples at {when} UTC ({was:g} and {now:g}): the last read is kept")
+
+    def _write(self, name: str, rows: Rows) -> None:
         row_ids = np.array([r for r, _, _ in rows.pending], dtype=np.int64)
         lengths = np.array([len(t) for _, t, _ in rows.pending], dtype=np.int64)
         ts = np.concatenate([t for _, t, _ in rows.pending])
@@ -173,44 +166,35 @@ class FrameBuilder:
         if not keep.all():
             self._report(rows, row, ts, vals)
             row, ts, vals = row[keep], ts[keep], vals[keep]
-        k = np.ceil(ts / self.step).astype(np.int64)
-        fits = self._span(k)
-        if not fits.all():
-            bad = np.unique(row[~fits])
-            self.problems.add(
-                f"{name} ({len(bad)} series)",
-                f"{int((~fits).sum())} samples outside a {self.max_steps}-step window dropped",
-            )
-            row, ts, vals, k = row[fits], ts[fits], vals[fits], k[fits]
-        if not k.size:
+        if not ts.size:
             return
-        rows.reserve(int(k.min()), int(k.max()))
-        assert rows.k0 is not None
+        k = np.ceil(ts / self.step).astype(np.int64)
+        col = rows.columns(k)
         width = rows.vals.shape[1]
-        cell = row * width + (k - rows.k0)
+        cell = row * width + col
         # Stable sort keeps arrival order within a cell; runs of sorted blocks make it near-linear.
         order = np.argsort(cell, kind="stable")
-        cell, ts, vals = cell[order], ts[order], vals[order]
+        cell, ts, vals, k = cell[order], ts[order], vals[order], k[order]
         last = np.ones(cell.size, dtype=np.bool_)
         np.not_equal(cell[1:], cell[:-1], out=last[:-1])
         if not last.all():  # several samples in one step: the latest wins, whatever the arrival order
-            last = _latest_in_runs(cell, ts)
-            cell, ts, vals = cell[last], ts[last], vals[last]
-        offs = (ts - (cell % width + rows.k0) * self.step).astype(np.float32)
+            latest, losers, winners = _latest_in_runs(cell, ts, vals)
+            for i, w in zip(losers.tolist(), winners.tolist(), strict=True):
+                self._note_conflict(name, rows, int(cell[i] // width), float(ts[i]), float(vals[i]), float(vals[w]))
+            cell, ts, vals, k = cell[latest], ts[latest], vals[latest], k[latest]
+        offs = (ts - k * self.step).astype(np.float32)
         flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
         held = flat_offs[cell]
+        for i in np.flatnonzero((offs == held) & (flat_vals[cell] != vals)).tolist():  # vs. an earlier batch
+            self._note_conflict(
+                name, rows, int(cell[i] // width), float(ts[i]), float(flat_vals[cell[i]]), float(vals[i])
+            )
         newer = np.isnan(held) | (offs >= held)  # a sample older than the one held loses
         flat_vals[cell[newer]] = vals[newer]
         flat_offs[cell[newer]] = offs[newer]
-        # The newest sample of each row is the last of its run of cells.
-        row_of = cell // width
-        ends = np.ones(row_of.size, dtype=np.bool_)
-        np.not_equal(row_of[1:], row_of[:-1], out=ends[:-1])
-        for r, t in zip(row_of[ends].tolist(), ts[ends].tolist(), strict=True):
-            rows.last[r] = max(rows.last[r], t)
         self.samples += int(ts.size)
 
-    def _report(self, rows: _Rows, row: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray) -> None:
+    def _report(self, rows: Rows, row: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray) -> None:
         keys = list(rows.index)
         for what, bad in (
             ("samples with impossible timestamps dropped", ~((ts >= EARLIEST_TS) & (ts <= self.latest))),
@@ -221,63 +205,112 @@ class FrameBuilder:
                 for r, n in zip(ids.tolist(), counts.tolist(), strict=True):
                     self.problems.add(str(keys[r]), f"{n} {what}")
 
-    def _span(self, k: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Which steps fit in ``max_steps`` next to the grid so far; the grid grows to hold them."""
-        lo = int(k.min()) if self._kmin is None else min(self._kmin, int(k.min()))
-        hi = int(k.max()) if self._kmax is None else max(self._kmax, int(k.max()))
-        if hi - lo < self.max_steps:
-            self._kmin, self._kmax = lo, hi
-            return np.ones(k.size, dtype=np.bool_)
-        # Keep the max_steps-wide window holding the most samples (and all of the grid so far).
-        ks = np.sort(k)
-        if self._kmin is None or self._kmax is None:
-            starts = np.unique(ks)
-        else:
-            starts = np.unique(np.clip(ks, self._kmax - self.max_steps + 1, self._kmin))
-        counts = np.searchsorted(ks, starts + self.max_steps) - np.searchsorted(ks, starts)
-        first = int(starts[int(np.argmax(counts))])
-        fits = (k >= first) & (k < first + self.max_steps)
-        if fits.any():
-            kept = k[fits]
-            self._kmin = int(kept.min()) if self._kmin is None else min(self._kmin, int(kept.min()))
-            self._kmax = int(kept.max()) if self._kmax is None else max(self._kmax, int(kept.max()))
-        return fits
+    def spans(self) -> list[Span]:
+        """The stretches of steps that hold data, in time order."""
+        self.flush()
+        self._report_budget()
+        parts = [rows.occupied() for rows in self._metrics.values()]
+        if not parts:
+            return []
+        steps, inverse = np.unique(np.concatenate([s for s, _ in parts]), return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), weights=np.concatenate([c for _, c in parts]), minlength=steps.size)
+        return spans_of(steps, counts.astype(np.int64), self.split_steps)
 
     def build(self) -> dict[str, Frame]:
-        """Frames of everything added, all on one grid from the first to the last step seen."""
-        self.flush()
-        if self._kmin is None or self._kmax is None:
+        """Frames of the stretch of data holding the most samples; any other is reported and set aside."""
+        spans = self.spans()
+        if not spans:
             return {}
-        lo, n = self._kmin, self._kmax - self._kmin + 1
+        main = max(spans, key=lambda s: s.samples)
+        self._set_aside([s for s in spans if s is not main], main, "outside the main stretch of data")
+        return self.frames(main)
+
+    def segments(self, min_steps: int = MIN_SPAN_STEPS) -> list[Span]:
+        """The stretches worth judging apart: the one with the most samples and every other of at
+        least ``min_steps`` steps. The rest (a stray sample far from the bulk) are reported and set
+        aside, and each gap between the stretches kept is reported."""
+        spans = self.spans()
+        if not spans:
+            return []
+        main = max(spans, key=lambda s: s.samples)
+        kept = [s for s in spans if s is main or s.steps >= min_steps]
+        self._set_aside([s for s in spans if s not in kept], main, f"under {min_steps} steps, too short to judge")
+        for a, b in itertools.pairwise(kept):
+            self.problems.add(
+                "input",
+                f"no data for {_duration((b.lo - a.hi) * self.step)} from {self._iso(a.hi)} to {self._iso(b.lo)} UTC: "
+                "the stretches either side are judged apart",
+            )
+        return kept
+
+    def _set_aside(self, spans: list[Span], main: Span, why: str, named: int = 10) -> None:
+        """Report stretches set aside: the first ``named`` one by one with their series, the rest in one line."""
+        if len(spans) > named:
+            rest = spans[named:]
+            self.problems.add(
+                "input",
+                f"{len(rest)} more stretches ({sum(s.samples for s in rest)} samples) from {self._iso(rest[0].lo)} "
+                f"to {self._iso(rest[-1].hi)} UTC set aside: {why}",
+            )
+        for s in spans[:named]:
+            away = (main.lo - s.hi if s.hi < main.lo else s.lo - main.hi) * self.step
+            side = "before" if s.hi < main.lo else "after"
+            keys = [k for f in self.frames(s, rates=False).values() for k in f.keys] if s.samples <= 1000 else []
+            where = str(keys[0]) + (f" and {len(keys) - 1} more series" if len(keys) > 1 else "") if keys else "input"
+            self.problems.add(
+                where,
+                f"{s.samples} samples from {self._iso(s.lo)} to {self._iso(s.hi)} UTC, {_duration(away)} {side} "
+                f"the main stretch of data, set aside: {why}",
+            )
+
+    def _iso(self, k: int) -> str:
+        return datetime.fromtimestamp(k * self.step, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    def frames(self, span: Span, *, rates: bool = True) -> dict[str, Frame]:
+        """Frames of everything added on the steps of ``span``: each metric and series that has a sample there."""
+        self.flush()
         frames: dict[str, Frame] = {}
+        n = span.steps
         for name, rows in self._metrics.items():
-            if rows.k0 is None:  # every sample was dropped
+            got = rows.cut(span)
+            if got is None:
                 continue
-            nrows = len(rows.index)
-            vals = np.full((nrows, n), np.nan)
-            offs = np.full((nrows, n), np.nan, dtype=np.float32)
-            c0 = rows.k0 - lo
-            a, b = max(0, c0), min(n, c0 + rows.vals.shape[1])
-            vals[:, a:b] = rows.vals[:nrows, a - c0 : b - c0]
-            offs[:, a:b] = rows.offs[:nrows, a - c0 : b - c0]
-            kind = self.kind_of(name, rows.declared, vals)
-            if kind == "rate":
-                times = (lo + np.arange(n, dtype=np.float64)) * self.step + offs.astype(np.float64)
-                vals = counter_rates(vals, times)
+            vals, offs = got
+            valid = ~np.isnan(vals)
+            has = valid.any(axis=1)
+            if not has.any():
+                continue
             keys = tuple(rows.index)
+            if not has.all():
+                vals, offs, valid = vals[has], offs[has], valid[has]
+                keys = tuple(keys[i] for i in np.flatnonzero(has).tolist())
+            last_col = n - 1 - np.argmax(valid[:, ::-1], axis=1)
+            last_seen = (span.lo + last_col) * self.step + offs[np.arange(len(keys)), last_col].astype(np.float64)
+            kind = self.kind_of(name, rows.declared, vals)
+            if kind == "rate" and rates:
+                times = (span.lo + np.arange(n, dtype=np.float64)) * self.step + offs.astype(np.float64)
+                vals = counter_rates(vals, times)
             node_labels = self.node_labels_for(name, self.node_labels)
             frames[name] = Frame(
                 name=name,
                 kind=kind,
-                start=lo * self.step,
+                start=span.lo * self.step,
                 step=self.step,
                 keys=keys,
                 nodes=tuple(node_of(dict(key.labels), node_labels) for key in keys),
                 values=vals,
-                last_seen=np.array(rows.last, dtype=np.float64),
+                last_seen=last_seen,
                 declared_type=rows.declared,
             )
         return frames
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86_400:
+        return f"{seconds / 86_400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"
 
 
 MIN_STEP = 30.0  # the detectors' step counts (continuity, warm-up) are set for steps of 30 s or more
@@ -301,14 +334,19 @@ def infer_step(blocks: Iterable[SeriesBlock], least: float = MIN_STEP) -> float:
     return max(least, float(np.ceil(np.percentile(intervals, 75, method="nearest") - 0.5)))
 
 
-def _latest_in_runs(cell: npt.NDArray[np.int64], ts: FloatArray) -> npt.NDArray[np.int64]:
-    """Index of the sample with the largest timestamp in each run of equal cells (the last such)."""
+def _latest_in_runs(
+    cell: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Index of the sample with the largest timestamp in each run of equal cells (the last such);
+    and each sample with that timestamp too but another value (a conflict) with its run's winner."""
     starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
     run = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, cell.size]))
     best = ts == np.maximum.reduceat(ts, starts)[run]
     cand = np.flatnonzero(best)
     lasts = np.r_[run[cand][1:] != run[cand][:-1], True]
-    return cand[lasts]
+    kept = np.repeat(cand[lasts], np.diff(np.r_[0, np.flatnonzero(lasts) + 1]))  # each candidate's winner
+    clash = vals[cand] != vals[kept]
+    return cand[lasts], cand[clash], kept[clash]
 
 
 def previous_index(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:

@@ -8,7 +8,7 @@ families the catalogue did not know with what the rules made of them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -97,7 +97,7 @@ def report_inputs(
         step, problems=problems, kind_of=lambda _name, _declared, _values: "gauge", node_labels_for=catalog.node_labels
     )
     builder.add_all(read_inputs(inputs, problems, start=start, end=end, http=http))
-    frames = builder.build()
+    frames = joined([builder.frames(span, rates=False) for span in builder.spans()])
     return build_report(
         frames,
         catalog,
@@ -142,3 +142,28 @@ def report_json(report: CatalogReport) -> dict[str, Any]:
         "problems": [{"where": p.where, "message": p.message} for p in report.problems],
         "problem_count": report.problem_count,
     }
+
+
+def joined(parts: Sequence[Mapping[str, Frame]]) -> dict[str, Frame]:
+    """Every stretch's frames side by side, the gaps between them left out: the catalogue asks what
+    the data holds, not when (snapshots taken hours apart are stretches of one step each)."""
+    if len(parts) <= 1:
+        return dict(parts[0]) if parts else {}
+    out: dict[str, Frame] = {}
+    for name in dict.fromkeys(n for p in parts for n in p):
+        frames = [p[name] for p in parts if name in p]
+        keys = list(dict.fromkeys(k for f in frames for k in f.keys))
+        index = {k: i for i, k in enumerate(keys)}
+        nodes = {k: n for f in frames for k, n in zip(f.keys, f.nodes, strict=True)}
+        values = np.full((len(keys), sum(f.steps for f in frames)), np.nan)
+        last = np.full(len(keys), -np.inf)
+        col = 0
+        for f in frames:
+            rows = [index[k] for k in f.keys]
+            values[rows, col : col + f.steps] = f.values
+            last[rows] = np.maximum(last[rows], f.last_seen)
+            col += f.steps
+        out[name] = replace(
+            frames[0], keys=tuple(keys), nodes=tuple(nodes[k] for k in keys), values=values, last_seen=last
+        )
+    return out

@@ -90,6 +90,9 @@ class Context:
     # (nodes, steps) whether the node takes part in a cluster transition (a job restart, stall or
     # checkpoint) or is settling after one: its soft findings are held (detect/transitions.py)
     held: BoolArray | None = None
+    # A recording's stretch (engine.analyze_segments): a step where nothing at all reports is a gap
+    # in the data, not every node down; live, it is the monitoring gone blind.
+    recorded: bool = False
 
     @property
     def timestamps(self) -> FloatArray:

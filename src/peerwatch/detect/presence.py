@@ -217,6 +217,8 @@ class PresenceDetector:
     def _nodes(self, ctx: Context, times: FloatArray, st: PresenceState, node_present: BoolArray) -> list[Finding]:
         seen = st.node.seen(node_present, self.settings.memory)
         gone = ~node_present & seen
+        if ctx.recorded:  # a step of a recording where no node reports at all is a gap in the data
+            gone &= node_present.any(axis=0)
         # Most of the cluster silent at once is peerwatch (or its source) not seeing, not N dead nodes.
         share = gone.sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
         blind = (share >= self.settings.blind_share) & (gone.sum(axis=0) >= 3)

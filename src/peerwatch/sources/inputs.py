@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from peerwatch.model import ProblemLog, SeriesBlock
 from peerwatch.redact import redact_url
+from peerwatch.series_budget import SeriesBudget
 from peerwatch.sources.replay import read_recording
 from peerwatch.sources.tsdb_http import HttpOptions
 
@@ -44,30 +45,69 @@ def read_inputs(
     end: float | None = None,
     matchers: Sequence[str] = (ALL_SERIES,),
     timeout: float = 30.0,
+    node: str | None = None,
+    budget: SeriesBudget | None = None,
     http: HttpOptions | None = None,
 ) -> Iterator[SeriesBlock]:
-    """Series blocks of every input in turn; TSDB reads default to the last hour and use ``http``."""
-    end = time.time() if end is None else end
-    start = end - 3600.0 if start is None else start
+    """Series blocks of every input in turn; TSDB reads default to the last hour and use ``http``. ``node``: the
+    node of recorded series that name none (see ``read_recording``); ``budget``: its ``per_input``
+    series are kept of each input, the others left out and reported."""
     for item in inputs:
-        kind = input_kind(item)
-        if kind == "exporter":
-            from peerwatch.sources.scrape import Target, scrape
-
-            yield from scrape([Target(item)], timeout=timeout, problems=problems).blocks
-        elif kind == "tsdb":
-            from peerwatch.sources.tsdb import TSDBClient, TSDBError
-
-            try:
-                with TSDBClient(item, timeout=timeout, problems=problems, http=http) as client:
-                    yield from client.read(matchers, start, end)
-            except TSDBError as exc:
-                problems.add(redact_url(item), str(exc))
-        else:
-            yield from _read_path(Path(item), problems)
+        blocks = _read_one(item, problems, start, end, matchers, timeout, node, http)
+        yield from blocks if budget is None else _within(blocks, item, budget, problems)
 
 
-def _read_path(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
+def _within(
+    blocks: Iterator[SeriesBlock], item: str, budget: SeriesBudget, problems: ProblemLog
+) -> Iterator[SeriesBlock]:
+    """The blocks of the first ``budget.per_input`` series of one input; the rest reported once."""
+    kept: set[int] = set()
+    over: set[int] = set()
+    for block in blocks:
+        h = hash(block.key)
+        if h not in kept and len(kept) >= budget.per_input:
+            over.add(h)
+            continue
+        kept.add(h)
+        yield block
+    if over:
+        problems.add(item, budget.message(len(kept), len(over), "per input"))
+
+
+def _read_one(
+    item: str,
+    problems: ProblemLog,
+    start: float | None,
+    end: float | None,
+    matchers: Sequence[str],
+    timeout: float,
+    node: str | None,
+    http: HttpOptions | None,
+) -> Iterator[SeriesBlock]:
+    kind = input_kind(item)
+    if kind == "exporter":
+        from peerwatch.sources.scrape import Target, scrape
+
+        yield from scrape([Target(item)], timeout=timeout, problems=problems).blocks
+    elif kind == "tsdb":
+        from peerwatch.sources.tsdb import TSDBClient, TSDBError
+
+        end = time.time() if end is None else end
+        start = end - 3600.0 if start is None else start
+        try:
+            with TSDBClient(item, timeout=timeout, problems=problems, http=http) as client:
+                yield from client.read(matchers, start, end)
+        except TSDBError as exc:
+            problems.add(redact_url(item), str(exc))
+    else:
+        yield from _read_path(Path(item), problems, node)
+
+
+# Files met in a folder that are documentation or configuration, never metrics.
+NOT_METRICS = (".md", ".rst", ".html", ".yaml", ".yml", ".toml", ".csv", ".py", ".sh", ".png", ".svg", ".pdf")
+
+
+def _read_path(path: Path, problems: ProblemLog, node: str | None) -> Iterator[SeriesBlock]:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
         if not files:
@@ -75,6 +115,9 @@ def _read_path(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
         for file in files:
             if file.name == "labels.json":  # scenario ground truth beside a recording, not metrics
                 continue
-            yield from read_recording(file, problems)
+            if file.name.lower().endswith(NOT_METRICS):
+                problems.add(str(file), "not metrics (a documentation or configuration file), skipped")
+                continue
+            yield from read_recording(file, problems, node, only_metrics=True)
     else:
-        yield from read_recording(path, problems)
+        yield from read_recording(path, problems, node)

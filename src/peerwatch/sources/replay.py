@@ -8,28 +8,40 @@ line number and skipped; a truncated gzip keeps everything read before the cut.
 from __future__ import annotations
 
 import gzip
+import itertools
 import re
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import orjson
 
 from peerwatch.model import FloatArray, ProblemLog, SeriesBlock, SeriesKey, labels_of
 
+if TYPE_CHECKING:
+    from peerwatch.sources.exposition import ParsedSample
+
 GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark some editors and exporters put first
+HEAD_LINES = 64  # lines read ahead to decide a file's format
+HEAD_VOTES = 5  # the first lines that parse as one format or the other decide it
 
 
 def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> Iterator[SeriesBlock]:
     """Series blocks from VictoriaMetrics ``/api/v1/export`` lines (timestamps in ms)."""
     keys: dict[tuple[tuple[str, object], ...], SeriesKey] = {}  # one series comes in many lines
+    quoted: set[SeriesKey] = set()
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             obj = _loads(line)
+            if not isinstance(obj, dict):
+                kind = "list" if isinstance(obj, list) else "string" if isinstance(obj, str) else "number or constant"
+                problems.add(f"{source}:{lineno}", f"not a VictoriaMetrics export line (a JSON {kind}, not an object)")
+                continue
             metric, values, stamps = obj["metric"], obj["values"], obj["timestamps"]
             name = metric["__name__"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
@@ -50,7 +62,30 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
         except (TypeError, ValueError, AttributeError):
             problems.add(f"{source}:{lineno}", f"{name}: labels or timestamps are not valid")
             continue
+        if key not in quoted and _has_strings(line) and any(type(v) is str and _number(v) for v in values):
+            quoted.add(key)  # once per series: a writer that quotes numbers quotes them all
+            problems.add(f"{source}:{lineno}", f"{key}: numbers given as strings, read as numbers")
         yield SeriesBlock(key, ts, _floats(values, f"{source}:{lineno}", problems))
+
+
+_SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})  # VictoriaMetrics quotes these itself
+
+
+def _has_strings(line: bytes) -> bool:
+    """Whether the line's values array holds a string at all (a byte search, cheaper than a look at each value)."""
+    at = line.find(b'"values":[')
+    return at >= 0 and b'"' in line[at + 10 : line.find(b"]", at)]
+
+
+def _number(text: str) -> bool:
+    """A number written as a string (VictoriaMetrics' own quoted NaN and Inf do not count)."""
+    if text in _SPECIAL:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 _SPECIAL_VALUE = re.compile(rb"(?<![\"\w.])([+-]?Inf|NaN)(?![\"\w])")
@@ -109,26 +144,65 @@ def open_recording(path: Path) -> BinaryIO:
     return raw
 
 
-def _guarded_lines(stream: BinaryIO, source: str, problems: ProblemLog) -> Iterator[bytes]:
-    """Lines of a stream; a truncated or corrupt gzip ends the stream with a problem, keeping what was read."""
-    lineno = 0
-    try:
-        for line in stream:
-            lineno += 1
-            yield line
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        where = f"{source}:{lineno + 1}"
-        problems.add(where, f"compressed stream is truncated or corrupt ({exc}); kept {lineno} lines")
+class _Lines:
+    """Lines of a stream, a UTF-8 byte-order mark stripped; a truncated or corrupt gzip ends them with
+    a problem and sets ``truncated``, keeping everything read before the cut."""
+
+    def __init__(self, stream: BinaryIO, source: str, problems: ProblemLog) -> None:
+        self.stream, self.source, self.problems = stream, source, problems
+        self.truncated = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        lineno = 0
+        try:
+            for line in self.stream:
+                lineno += 1
+                yield line[len(BOM) :] if lineno == 1 and line.startswith(BOM) else line
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            self.truncated = True
+            where = f"{self.source}:{lineno + 1}"
+            self.problems.add(where, f"compressed stream is truncated or corrupt ({exc}); kept {lineno} lines")
+
+
+# A HELP/TYPE/UNIT line, or a sample: name, optional labels, a number, an optional timestamp.
+_TEXT_LINE = re.compile(
+    rb"# (HELP|TYPE|UNIT) |[A-Za-z_:][A-Za-z0-9_:]*\s*(\{.*\})?\s+[-+]?([0-9.]|Inf|NaN)[^ ]*(\s+-?[0-9]+)?\s*$"
+)
+
+
+def line_format(line: bytes) -> str | None:
+    """``vm-jsonl`` or ``prometheus-text`` if the line parses as one, else None (blank or bad)."""
+    text = line.removeprefix(BOM).strip()
+    if text.startswith(b"{"):
+        try:
+            obj = _loads(text)
+        except (orjson.JSONDecodeError, ValueError):
+            return None
+        return "vm-jsonl" if isinstance(obj, dict) and isinstance(obj.get("metric"), dict) else None
+    return "prometheus-text" if _TEXT_LINE.match(text) else None
 
 
 def detect_format(head: bytes) -> str:
-    """``vm-jsonl`` when the first non-blank byte opens a JSON object, else ``prometheus-text``."""
-    stripped = head.lstrip()
-    return "vm-jsonl" if stripped.startswith(b"{") else "prometheus-text"
+    """The format most of the first lines that parse have, so one bad line cannot decide it; when
+    none parses, ``vm-jsonl`` if the first non-blank byte opens a JSON object, else ``prometheus-text``."""
+    votes = [f for f in map(line_format, head.split(b"\n")[:HEAD_LINES]) if f][:HEAD_VOTES]
+    if votes:
+        return max(dict.fromkeys(votes), key=votes.count)  # a tie goes to the first line's format
+    return "vm-jsonl" if head.removeprefix(BOM).lstrip().startswith(b"{") else "prometheus-text"
 
 
-def read_recording(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
-    """Series blocks of one recorded file, whatever its format; problems name the file and line."""
+def read_recording(
+    path: Path, problems: ProblemLog, node: str | None = None, *, only_metrics: bool = False
+) -> Iterator[SeriesBlock]:
+    """Series blocks of one recorded file, whatever its format; problems name the file and line.
+
+    Series of a Prometheus text file without an ``instance``, ``hostname`` or ``Hostname`` label
+    (one target's scrape saved as is) get ``instance`` = ``node``, else the file's name
+    (``gpu07.prom`` -> ``gpu07``); with ``node``, so do a JSON-lines export's. ``only_metrics``
+    (a file met in a folder): a file none of whose first lines parses is skipped with one note.
+    A truncated gzip keeps what was read before the cut, less the series the cut went through:
+    its unread tail would read as the series stopping.
+    """
     source = str(path)
     try:
         stream = open_recording(path)
@@ -136,26 +210,86 @@ def read_recording(path: Path, problems: ProblemLog) -> Iterator[SeriesBlock]:
         problems.add(source, f"cannot open: {exc.strerror or exc}")
         return
     with stream:
-        try:
-            head = stream.peek(4096) if hasattr(stream, "peek") else b""
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            problems.add(source, f"compressed stream is truncated or corrupt ({exc})")
+        lines = _Lines(stream, source, problems)
+        it = iter(lines)
+        head = list(itertools.islice(it, HEAD_LINES))
+        rest = itertools.chain(head, it)
+        if only_metrics and not any(map(line_format, head)):
+            problems.add(source, f"not metrics (none of its first {len(head)} lines parses), skipped")
             return
-        lines = _guarded_lines(stream, source, problems)
-        if detect_format(head) == "vm-jsonl":
-            yield from read_vm_jsonl(lines, source, problems)
+        last: list[SeriesKey] = []  # the series of the last sample read (text: where a cut falls)
+        if detect_format(b"".join(head)) == "vm-jsonl":
+            blocks = read_vm_jsonl(rest, source, problems)
         else:
-            yield from _read_text(lines, source, problems, default_ts=path.stat().st_mtime)
+            blocks = _read_text(rest, source, problems, path.stat().st_mtime, last)
+            node = node or file_node(path)
+        if isinstance(stream, gzip.GzipFile):  # only a gzip tells that it was cut (a plain file just ends)
+            blocks = _less_cut_family(blocks, lines, last, problems)
+        yield from blocks if node is None else _with_node(blocks, node)
 
 
-def _read_text(lines: Iterable[bytes], source: str, problems: ProblemLog, default_ts: float) -> Iterator[SeriesBlock]:
+def file_node(path: Path) -> str:
+    """The node a file's name gives: its name without suffixes (``gpu07.prom.gz`` -> ``gpu07``)."""
+    return path.name.split(".", 1)[0] or path.name
+
+
+_NODE_LABELS = ("instance", "hostname", "Hostname")
+
+
+def _with_node(blocks: Iterable[SeriesBlock], node: str) -> Iterator[SeriesBlock]:
+    """Blocks, those of series that name no node labelled ``instance=node``."""
+    for block in blocks:
+        labels = dict(block.key.labels)
+        if any(labels.get(n) for n in _NODE_LABELS):
+            yield block
+        else:
+            key = SeriesKey(block.key.name, labels_of({**labels, "instance": node}))
+            yield SeriesBlock(key, block.timestamps, block.values, block.mtype)
+
+
+def _less_cut_family(
+    blocks: Iterable[SeriesBlock], lines: _Lines, last: list[SeriesKey], problems: ProblemLog
+) -> Iterator[SeriesBlock]:
+    """``blocks`` less, after a truncation, the family it cut part way (the last sample's: ``last``,
+    text; else the last block's): some nodes' series of it were read, the others' never were, and
+    the cut one stops early. Each run of blocks of one metric is held until another metric comes."""
+    held: list[SeriesBlock] = []
+    for block in blocks:
+        if held and block.key.name != held[-1].key.name:
+            yield from held
+            held = []
+        held.append(block)
+    name = last[0].name if last else held[-1].key.name if held else None
+    kept = [b for b in held if not (lines.truncated and b.key.name == name)]
+    yield from kept
+    if len(kept) < len(held):
+        problems.add(
+            lines.source,
+            f"{name}: {len(held) - len(kept)} series read before the truncation set aside "
+            "(the cut went through this metric; its unread part is not an outage)",
+        )
+
+
+def _read_text(
+    lines: Iterable[bytes], source: str, problems: ProblemLog, default_ts: float, last: list[SeriesKey]
+) -> Iterator[SeriesBlock]:
     from peerwatch.sources.exposition import ExpositionParser, blocks_from_samples
 
     parser = ExpositionParser(source, problems=problems)
-    yield from blocks_from_samples(parser.parse(lines), parser.declared_type, default_ts)
+    samples = parser.parse(lines)
+    yield from blocks_from_samples(_tracked(samples, last), parser.declared_type, default_ts)
 
 
-def read_recordings(paths: Iterable[Path], problems: ProblemLog) -> Iterator[SeriesBlock]:
+def _tracked(samples: Iterable[ParsedSample], last: list[SeriesKey]) -> Iterator[ParsedSample]:
+    """``samples``, keeping the series of the one last read in ``last``."""
+    sample = None
+    for sample in samples:
+        yield sample
+    if sample is not None:
+        last.append(SeriesKey(sample[0], sample[1]))
+
+
+def read_recordings(paths: Iterable[Path], problems: ProblemLog, node: str | None = None) -> Iterator[SeriesBlock]:
     """Blocks of several files in turn."""
     for path in paths:
-        yield from read_recording(Path(path), problems)
+        yield from read_recording(Path(path), problems, node)
