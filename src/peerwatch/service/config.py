@@ -25,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from peerwatch.act.remediation import PRESETS, Command, check_template
+from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule
+from peerwatch.act.remediation import PRESETS, Command, check_shell, check_template
 from peerwatch.service.errors import ConfigError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -299,12 +300,26 @@ class RemediationConfig(Settings):
     preset: Literal["slurm", "kubernetes", "backendai"] | None = None
     templates: TemplatesConfig = Field(default_factory=TemplatesConfig)
     timeout: Duration = 60.0
+    node_names: Literal["kubernetes", "slurm", "backendai", "hostname"] | None = None
+    allow_shell: bool = False
 
     @model_validator(mode="after")
     def _something(self) -> RemediationConfig:
         if self.preset is None and self.templates.drain is None:
             raise ValueError("give a preset, templates.drain, or both")
+        for name in ("drain", "undrain", "swap_in"):
+            own = getattr(self.templates, name)
+            if own is not None:
+                try:
+                    check_shell(own, self.allow_shell)
+                except ValueError as exc:
+                    raise ValueError(f"templates.{name}: {exc}") from None
         return self
+
+    @property
+    def name_rule(self) -> NameRule:
+        """The node names commands accept: ``node_names``, else the preset's scheduler's, else host names."""
+        return NAME_RULES[self.node_names or self.preset or "hostname"]
 
     def commands(self, template: str) -> tuple[Command, ...]:
         """The commands of ``drain``, ``undrain`` or ``swap_in``: the templates' own, else the preset's."""
@@ -328,6 +343,17 @@ class ServiceConfig(Settings):
     spares: list[str] = Field(default_factory=list)
     remediation: RemediationConfig | None = None
     clock: ClockConfig | None = None
+
+    @model_validator(mode="after")
+    def _spare_names(self) -> ServiceConfig:
+        # Spares are put into swap_in commands: refused here rather than at the first swap.
+        if self.remediation is not None:
+            for spare in self.spares:
+                try:
+                    self.remediation.name_rule.check("spare", spare)
+                except InvalidValue as exc:
+                    raise ValueError(f"spares: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _window(self) -> ServiceConfig:
