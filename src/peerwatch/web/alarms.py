@@ -11,6 +11,7 @@ from peerwatch.model import Evidence
 from peerwatch.service.store import ActionRecord, StoredAlarm
 from peerwatch.web.format import clock, duration, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.paths import node_url
 from peerwatch.web.svg import Span, timeline_svg
 
 TIMELINE_ROWS = 200  # newest alarms drawn; the table lists them all
@@ -23,7 +24,7 @@ def plot_url(prefix: str, node: str, evidence: Evidence, span: tuple[float, floa
     query: dict[str, str] = {"metric": evidence.metric, "labels": orjson.dumps(dict(evidence.labels)).decode()}
     if span is not None:
         query.update(start=repr(span[0]), end=repr(span[1]), mark=repr(span[2]))
-    return f"{prefix}/nodes/{urllib.parse.quote(node)}/plot?{urllib.parse.urlencode(query)}"
+    return node_url(f"{prefix}/nodes", node, f"/plot?{urllib.parse.urlencode(query)}")
 
 
 def _status(s: StoredAlarm) -> str:
@@ -57,7 +58,7 @@ def render_alarm_list(prefix: str, rows: Sequence[StoredAlarm], now: float, open
             (
                 [
                     link(f"{prefix}/alarms/{s.id}", s.id),
-                    link(f"{prefix}/nodes/{s.alarm.node}", s.alarm.node),
+                    link(node_url(f"{prefix}/nodes", s.alarm.node), s.alarm.node),
                     esc(s.alarm.component),
                     esc(s.alarm.diagnosis),
                     badge(s.alarm.severity),
@@ -83,7 +84,7 @@ def render_alarm(prefix: str, s: StoredAlarm, actions: Sequence[ActionRecord], n
         ["node", "component", "diagnosis", "severity", "action", "score", "opened", "updated", "resolved", "status"],
         [
             [
-                link(f"{prefix}/nodes/{a.node}", a.node),
+                link(node_url(f"{prefix}/nodes", a.node), a.node),
                 esc(a.component),
                 esc(a.diagnosis),
                 badge(a.severity),

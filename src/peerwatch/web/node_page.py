@@ -11,6 +11,7 @@ from peerwatch.service.store import StoredAlarm
 from peerwatch.web.alarms import plot_url
 from peerwatch.web.format import clock, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.paths import node_url
 
 DEVIATING = 4.0  # a score from here on is plotted
 MAX_PLOTS = 12
@@ -18,7 +19,7 @@ MAX_PLOTS = 12
 
 def component_plot_url(prefix: str, node: str, metric: str, component: str) -> str:
     query = urllib.parse.urlencode({"metric": metric, "component": component})
-    return f"{prefix}/nodes/{urllib.parse.quote(node)}/plot?{query}"
+    return node_url(f"{prefix}/nodes", node, f"/plot?{query}")
 
 
 def render_node(

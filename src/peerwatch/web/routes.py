@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from peerwatch.service.errors import BadRequest, NotFound
@@ -23,6 +23,7 @@ from peerwatch.web.cluster import render_cluster
 from peerwatch.web.format import clock
 from peerwatch.web.node_page import render_node
 from peerwatch.web.page import esc, shell
+from peerwatch.web.paths import node_in_path, raw_path
 from peerwatch.web.peers import BandCache, PeerBand, peer_band
 from peerwatch.web.spares import recommend, render_spares, sizing
 from peerwatch.web.svg import band_svg
@@ -105,18 +106,11 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         body = render_alarm(prefix, s, service.store.actions(alarm_id), now(), service.token is not None)
         return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms")
 
-    @router.get(prefix + "/nodes/{node}", **hidden)
-    def node(node: str) -> HTMLResponse:
-        view = next((v for v in node_views(service) if v["node"] == node), None)
-        rows = service.store.alarms(node=node, limit=200)
-        if view is None and not rows:
-            return page("No such node", f"<p>no node {esc(node)} seen or listed as a spare</p>", "cluster", 404)
-        return page(f"Node {node}", render_node(prefix, view, node, rows, service.health.scores), "cluster")
-
-    @router.get(prefix + "/nodes/{node}/plot", **hidden)
+    # {node:path}: a node's own "/" arrives decoded; node_in_path reads the node from the raw path.
+    @router.get(prefix + "/nodes/{node:path}/plot", **hidden)
     def plot(
-        node: str,
-        metric: str,
+        request: Request,
+        metric: str | None = None,
         labels: str | None = None,
         component: str | None = None,
         start: float | None = None,
@@ -124,11 +118,28 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         mark: float | None = None,
     ) -> HTMLResponse:
         """An HTML fragment: the SVG of ``peers``, which the pages load into their plot boxes."""
+        before = prefix + "/nodes/"
+        if not raw_path(request).endswith("/plot"):  # the page of a node whose name ends in "/plot"
+            return node_page(node_in_path(request, before))
+        node = node_in_path(request, before, "/plot")
+        if not metric:
+            raise BadRequest("metric: required")
         b = band(node, metric, labels, component, start, end)
         if b is None:
             return HTMLResponse('<p class="muted">no samples of this series in the service\'s window</p>')
         marks = [(mark, "alarm opened")] if mark is not None else []
         return HTMLResponse(band_svg(b, marks, f"{metric} on {node} {b.component}"))
+
+    @router.get(prefix + "/nodes/{node:path}", **hidden)
+    def node(request: Request) -> HTMLResponse:
+        return node_page(node_in_path(request, prefix + "/nodes/"))
+
+    def node_page(node: str) -> HTMLResponse:
+        view = next((v for v in node_views(service) if v["node"] == node), None)
+        rows = service.store.alarms(node=node, limit=200)
+        if view is None and not rows:
+            return page("No such node", f"<p>no node {esc(node)} seen or listed as a spare</p>", "cluster", 404)
+        return page(f"Node {node}", render_node(prefix, view, node, rows, service.health.scores), "cluster")
 
     @router.get(prefix + "/catalog", **hidden)
     def catalog() -> HTMLResponse:
@@ -148,8 +159,9 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
             raise NotFound(f"no static file {name!r}")
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
-    @router.get("/api/v1/nodes/{node}/peers", tags=["dashboard"])
+    @router.get("/api/v1/nodes/{node:path}/peers", tags=["dashboard"])
     def peers(
+        request: Request,
         node: str,
         metric: Annotated[str, Query(min_length=1)],
         labels: Annotated[str | None, Query(description="JSON object: the series' labels to match")] = None,
@@ -158,7 +170,9 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         end: float | None = None,
     ) -> dict[str, Any]:
         """A node's series of ``metric`` against its peers' median and 10th–90th percentile, per step,
-        over ``[start, end]`` within the service's window (spares are not peers)."""
+        over ``[start, end]`` within the service's window (spares are not peers). A ``/`` in the node's
+        name is written ``%2F``."""
+        node = node_in_path(request, "/api/v1/nodes/", "/peers")
         b = band(node, metric, labels, component, start, end)
         if b is None:
             raise NotFound(f"no series of {metric!r} on {node!r} in the service's window")

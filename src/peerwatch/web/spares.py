@@ -17,6 +17,7 @@ from peerwatch.act.spares import Swap, recommend
 from peerwatch.service.store import StoredAlarm, fault_events
 from peerwatch.web.format import clock
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.paths import node_url
 
 __all__ = ["Swap", "recommend", "render_spares", "sizing"]
 
@@ -39,13 +40,13 @@ def render_spares(
     pool = [v for v in views if v.get("spare")]
     rows = [
         [
-            link(f"{prefix}/nodes/{s.alarm.alarm.node}", s.alarm.alarm.node),
+            link(node_url(f"{prefix}/nodes", s.alarm.alarm.node), s.alarm.alarm.node),
             esc(s.alarm.alarm.component),
             esc(s.alarm.alarm.diagnosis),
             badge(s.alarm.alarm.severity),
             esc(s.alarm.alarm.action),
             link(f"{prefix}/alarms/{s.alarm.id}", s.alarm.id),
-            link(f"{prefix}/nodes/{s.spare}", s.spare) + f" (risk {s.spare_risk:.2f})"
+            link(node_url(f"{prefix}/nodes", s.spare), s.spare) + f" (risk {s.spare_risk:.2f})"
             if s.spare
             else '<b class="warn">no spare available</b>',
         ]
@@ -61,7 +62,7 @@ def render_spares(
             ["spare", "state", "status", "risk"],
             (
                 [
-                    link(f"{prefix}/nodes/{v['node']}", v["node"]),
+                    link(node_url(f"{prefix}/nodes", v["node"]), v["node"]),
                     esc(v["spare"]),
                     badge(str(v["status"])),
                     f"{float(v['risk']):.2f}",
@@ -88,7 +89,11 @@ def render_spares(
         table(
             ["node", "risk", "status"],
             (
-                [link(f"{prefix}/nodes/{v['node']}", v["node"]), f"{float(v['risk']):.2f}", badge(str(v["status"]))]
+                [
+                    link(node_url(f"{prefix}/nodes", v["node"]), v["node"]),
+                    f"{float(v['risk']):.2f}",
+                    badge(str(v["status"])),
+                ]
                 for v in lemons
             ),
         )
