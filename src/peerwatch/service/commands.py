@@ -28,8 +28,10 @@ def run_http(service: Service, host: str, port: int) -> None:
     import uvicorn
 
     from peerwatch.service.app import create_app
+    from peerwatch.service.hosts import HostGuard, allowed_hosts
 
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host=host, port=port, log_level="warning"))
+    app = HostGuard(create_app(service), allowed_hosts(service.config.api))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it handled, after shutting down
         server.run()
 

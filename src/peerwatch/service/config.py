@@ -218,6 +218,7 @@ class ApiConfig(Settings):
     token: str | None = None
     token_file: Path | None = None
     url: HttpUrl | None = None
+    allowed_hosts: list[str] | None = None  # Host-header names answered (service/hosts.py); None: the default
 
     @field_validator("listen")
     @classmethod
