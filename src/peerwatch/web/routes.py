@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from peerwatch.service.errors import BadRequest, NotFound
+from peerwatch.service.rendered import Rendered
 from peerwatch.service.runner import Service
 from peerwatch.service.views import node_views
 from peerwatch.web.alarms import render_alarm, render_alarm_list
@@ -43,7 +44,7 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     router = APIRouter()
     hidden: dict[str, Any] = {"include_in_schema": False, "response_class": HTMLResponse}  # pages, not API
     static = _static()
-    bands, catalogs = BandCache(), CatalogCache()
+    bands, catalogs, alarm_lists = BandCache(), CatalogCache(), Rendered[str]()
 
     def status_line() -> str:
         s = service.status()
@@ -95,7 +96,9 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     @router.get(prefix + "/alarms", **hidden)
     def alarms(status: Literal["open", "all"] = "all") -> HTMLResponse:
         rows = service.store.alarms(open_only=status == "open", limit=ALL)
-        return page("Alarms", render_alarm_list(prefix, rows, now(), status == "open"), "alarms")
+        at, open_only = now(), status == "open"
+        body = alarm_lists.get((open_only, at), rows, lambda: render_alarm_list(prefix, rows, at, open_only))
+        return page("Alarms", body, "alarms")
 
     @router.get(prefix + "/alarms/{alarm_id}", **hidden)
     def alarm(alarm_id: str) -> HTMLResponse:
