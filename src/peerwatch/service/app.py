@@ -139,7 +139,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
         views = node_views(service)
         return remediator.remediate(alarm_id, body.action, body.by, body.reason, views, time.time())
 
-    @app.post("/api/v1/spares/{node:path}/release", dependencies=[Depends(token)])
+    @app.post("/api/v1/spares/{node:node}/release", dependencies=[Depends(token)])
     def release_spare(request: Request, node: str, change: Change | None = None) -> dict[str, Any]:
         """Give an in-use or quarantined spare back to the pool as available (404 if not a spare, 409 if
         available already); stored as a ``release`` action. No command is run."""
@@ -148,7 +148,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
         action = spares.release(service.store, node, change.by, change.note, time.time())
         return {**action.as_json(), "spare": node, "state": spares.AVAILABLE}
 
-    @app.post("/api/v1/spares/{node:path}/quarantine", dependencies=[Depends(token)])
+    @app.post("/api/v1/spares/{node:node}/quarantine", dependencies=[Depends(token)])
     def quarantine_spare(request: Request, node: str, change: Change | None = None) -> dict[str, Any]:
         """Stop offering an available spare for swaps (404 if not a spare, 409 if not available); stored
         as a ``quarantine`` action. ``release`` trusts it again."""

@@ -3,17 +3,33 @@
 Node names come from labels and may hold ``/``, ``%``, ``?`` or ``#``. Links escape every
 reserved character (``a/b`` is ``a%2Fb``). The server decodes the path before routing, so ``a%2Fb``
 arrives as ``a/b`` and no ``{node}`` segment matches it; routes that take a node therefore match
-the rest of the path (``{node:path}``) and read the node from the raw path instead, where its own
-``/`` is still ``%2F``.
+the rest of the path (``{node:node}``, which unlike ``{node:path}`` also matches a newline) and
+read the node from the raw path instead, where its own ``/`` is still ``%2F``.
 """
 
 from __future__ import annotations
 
 from urllib.parse import quote, unquote
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 
 from peerwatch.service.errors import NotFound
+
+
+class NodeConvertor(Convertor[str]):
+    """Any text, newlines included (a node name is a label value: anything)."""
+
+    regex = r"[\s\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("node", NodeConvertor())
 
 
 def node_url(prefix: str, node: str, tail: str = "") -> str:

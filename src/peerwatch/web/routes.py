@@ -109,8 +109,8 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         body = render_alarm(prefix, s, service.store.actions(alarm_id), now(), service.token is not None)
         return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms")
 
-    # {node:path}: a node's own "/" arrives decoded; node_in_path reads the node from the raw path.
-    @router.get(prefix + "/nodes/{node:path}/plot", **hidden)
+    # {node:node}: a node's own "/" arrives decoded; node_in_path reads the node from the raw path.
+    @router.get(prefix + "/nodes/{node:node}/plot", **hidden)
     def plot(
         request: Request,
         metric: str | None = None,
@@ -133,7 +133,7 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         marks = [(mark, "alarm opened")] if mark is not None else []
         return HTMLResponse(band_svg(b, marks, f"{metric} on {node} {b.component}"))
 
-    @router.get(prefix + "/nodes/{node:path}", **hidden)
+    @router.get(prefix + "/nodes/{node:node}", **hidden)
     def node(request: Request) -> HTMLResponse:
         return node_page(node_in_path(request, prefix + "/nodes/"))
 
@@ -162,7 +162,7 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
             raise NotFound(f"no static file {name!r}")
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
-    @router.get("/api/v1/nodes/{node:path}/peers", tags=["dashboard"])
+    @router.get("/api/v1/nodes/{node:node}/peers", tags=["dashboard"])
     def peers(
         request: Request,
         node: str,
