@@ -41,6 +41,11 @@ def test_reads_are_kept_until_a_write_and_unchanged_rows_decoded_once(tmp_path: 
     after = {s.id: s for s in store.alarms()}
     assert not after["a2"].open and after["a2"] is not {s.id: s for s in first}["a2"]
     assert all(after[s.id] is s for s in first if s.id != "a2")  # the others: the same objects, not decoded again
+    store.set_spares([], 1.0)
+    store.alarms()
+    kept = [*(store._decoded or {}).values(), *(store._decoded_before or {}).values()]
+    old_a2 = next(s for s in first if s.id == "a2")
+    assert len(kept) <= 10 and not any(s is old_a2 for s in kept)  # a superseded row is let go
     assert [n.node for n in store.nodes()] == ["gpu000"]
     store.set_spares(["gpu009"], 1.0)
     assert [n.node for n in store.nodes()] == ["gpu000", "gpu009"]  # a write is seen at once

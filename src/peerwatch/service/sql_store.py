@@ -63,7 +63,6 @@ _QUOTED = ", ".join(f'"{c}"' for c in ACTION_COLUMNS)  # "by" is reserved in Pos
 ACTION_INSERT = f"INSERT INTO actions ({_QUOTED}) VALUES ({', '.join('?' * len(ACTION_COLUMNS))})"
 ACTION_SELECT = f"SELECT {_QUOTED} FROM actions"
 READ_CACHE_SECONDS = 1.0
-DECODED_KEPT = 200_000  # decoded alarm rows kept (then dropped all at once and decoded again)
 _READ_LOCK = threading.RLock()  # cached reads, one at a time (all stores: they share the interpreter's lock)
 T = TypeVar("T")
 
@@ -90,7 +89,8 @@ class SqlStore:
     _generations: Iterator[int] | None = None
     _generation = 0
     _reads: dict[Hashable, tuple[int, float, Any]] | None = None
-    _decoded: dict[tuple[Any, ...], StoredAlarm] | None = None
+    _decoded: dict[tuple[Any, ...], StoredAlarm] | None = None  # rows decoded since the last write
+    _decoded_before: dict[tuple[Any, ...], StoredAlarm] | None = None  # and between the two writes before
 
     @contextmanager
     def _changing(self, cached: bool = True) -> Iterator[Cursor]:
@@ -105,6 +105,9 @@ class SqlStore:
                     self._generations = itertools.count(1)
                 self._generation = next(self._generations)  # atomic: concurrent writers never share a number
                 self._reads = {}
+                # Rows decoded since the write before last are dropped unless read again since the last:
+                # a superseded version of a row is never read again, so what is kept stays what is read.
+                self._decoded_before, self._decoded = self._decoded, {}
 
     def _cached(self, key: Hashable, read: Callable[[], T]) -> T:
         """``read()``, or its result from under ``READ_CACHE_SECONDS`` ago with no write since. One
@@ -197,14 +200,12 @@ class SqlStore:
         (most of them, step after step) costs a lookup, not its evidence's JSON."""
         # sqlite3.Row iterates its values, psycopg's dict_row its keys
         key = tuple(r.values()) if isinstance(r, dict) else tuple(cast(Iterable[Any], r))
-        decoded = self._decoded if self._decoded is not None else {}
-        found = decoded.get(key)
+        if self._decoded is None:
+            self._decoded = {}
+        found = self._decoded.get(key)
         if found is None:
-            found = stored_alarm(r)
-            if len(decoded) >= DECODED_KEPT:
-                decoded = {}
-            decoded[key] = found
-            self._decoded = decoded
+            found = (self._decoded_before or {}).get(key) or stored_alarm(r)
+            self._decoded[key] = found
         return found
 
     def alarm(self, alarm_id: str) -> StoredAlarm | None:
