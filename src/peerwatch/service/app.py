@@ -31,7 +31,7 @@ from peerwatch.service.views import node_views
 from peerwatch.web import dashboard_router
 from peerwatch.web.paths import node_in_path
 
-API_THREADS = 4  # requests handled at once; the rest wait their turn without taking the evaluation's time
+API_THREADS = 2  # requests handled at once; the rest wait their turn without taking the evaluation's time
 
 
 class Change(BaseModel):
