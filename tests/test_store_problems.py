@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -209,3 +210,13 @@ def test_serve_check_creates_no_postgres_tables(postgres_url: str) -> None:
         db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     with pytest.raises(ConfigError, match="schema version 7, this peerwatch knows 1"):
         check_store(config)
+
+
+def test_demo_with_a_broken_state_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    corrupt(tmp_path / "peerwatch.sqlite")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "peerwatch", "demo", "--state", str(tmp_path), "--port", str(port)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    one_line_error(result, tmp_path / "peerwatch.sqlite", "not a SQLite database")
