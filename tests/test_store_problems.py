@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from peerwatch.model import Alarm
 from peerwatch.service import Service, load_config
@@ -220,3 +222,41 @@ def test_demo_with_a_broken_state_store_is_one_line_and_exit_2(tmp_path: Path) -
     cmd = [sys.executable, "-m", "peerwatch", "demo", "--state", str(tmp_path), "--port", str(port)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     one_line_error(result, tmp_path / "peerwatch.sqlite", "not a SQLite database")
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("pristine") / "s.sqlite"
+    good_store(path, 300)
+    return path.read_bytes()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cut=st.one_of(st.none(), st.floats(0.0, 1.0)),
+    flips=st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 255)), max_size=8),
+)
+def test_any_damage_is_a_store_error_or_a_working_store(
+    tmp_path_factory: pytest.TempPathFactory, pristine: bytes, cut: float | None, flips: list[tuple[float, int]]
+) -> None:
+    """Fuzz (issue 18.7, for 18.5): a store truncated anywhere and with bytes overwritten anywhere either
+    opens and reads, or gives StoreError naming the file; never another exception."""
+    data = bytearray(pristine if cut is None else pristine[: int(len(pristine) * cut)])
+    for where, value in flips:
+        if data:
+            data[min(int(where * len(data)), len(data) - 1)] = value
+    path = tmp_path_factory.mktemp("damaged") / "s.sqlite"
+    path.write_bytes(bytes(data))
+    def open_and_read() -> None:
+        store = SQLiteStore(path)
+        try:
+            store.alarms(limit=100_000)
+            store.nodes()
+        finally:
+            store.close()
+
+    for attempt in (lambda: check_sqlite(path), open_and_read):
+        try:
+            attempt()
+        except StoreError as exc:
+            assert exc.message.startswith(f"store.sqlite: {path}: ") and "\n" not in exc.message
