@@ -247,6 +247,7 @@ def test_any_damage_is_a_store_error_or_a_working_store(
             data[min(int(where * len(data)), len(data) - 1)] = value
     path = tmp_path_factory.mktemp("damaged") / "s.sqlite"
     path.write_bytes(bytes(data))
+
     def open_and_read() -> None:
         store = SQLiteStore(path)
         try:
