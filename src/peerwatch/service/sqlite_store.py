@@ -65,7 +65,7 @@ _CAUSES = (
 
 def describe(path: Path, exc: BaseException) -> str:
     """One line: the store's path, what is wrong in plain words, and SQLite's (or the OS's) own message."""
-    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    text = " ".join((exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).split())
     cause = next((c for key, c in _CAUSES if key in text.lower()), None)
     return f"store.sqlite: {path}: {cause} ({text})" if cause else f"store.sqlite: {path}: {text}"
 
@@ -81,7 +81,9 @@ def _check_version(path: Path, version: int) -> None:
 def _check_pages(path: Path, db: sqlite3.Connection) -> None:
     problems = [r[0] for r in db.execute("PRAGMA quick_check(3)").fetchall()]
     if problems != ["ok"]:
-        raise StoreError(f"store.sqlite: {path}: corrupt or truncated ({'; '.join(problems)})")
+        # SQLite's report spans lines ("*** in database main ***\nPage 25: ..."): one line, its findings only
+        found = " ".join(" ".join(problems).replace("*** in database main ***", "").split())
+        raise StoreError(f"store.sqlite: {path}: corrupt or truncated ({found})")
 
 
 def check_sqlite(path: Path) -> str:
