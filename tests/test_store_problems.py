@@ -261,3 +261,15 @@ def test_any_damage_is_a_store_error_or_a_working_store(
             attempt()
         except StoreError as exc:
             assert exc.message.startswith(f"store.sqlite: {path}: ") and "\n" not in exc.message
+
+
+def test_a_damaged_row_is_left_out_and_the_rest_is_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "s.sqlite"
+    good_store(path, 5)
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE alarms SET evidence = '[{\"metric\": ' WHERE id = 'a2'")  # as a flipped byte leaves it
+    store = SQLiteStore(path)
+    assert sorted(s.id for s in store.alarms()) == ["a0", "a1", "a3", "a4"]
+    assert store.alarm("a2") is None and store.alarm("a3") is not None
+    assert f"store.sqlite: {path}: alarm row 'a2' cannot be read, left out" in caplog.text
+    store.close()

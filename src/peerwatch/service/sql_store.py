@@ -15,6 +15,7 @@ another process is seen within that time.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -63,6 +64,7 @@ _QUOTED = ", ".join(f'"{c}"' for c in ACTION_COLUMNS)  # "by" is reserved in Pos
 ACTION_INSERT = f"INSERT INTO actions ({_QUOTED}) VALUES ({', '.join('?' * len(ACTION_COLUMNS))})"
 ACTION_SELECT = f"SELECT {_QUOTED} FROM actions"
 READ_CACHE_SECONDS = 1.0
+log = logging.getLogger("peerwatch.service")
 _READ_LOCK = threading.RLock()  # cached reads, one at a time (all stores: they share the interpreter's lock)
 T = TypeVar("T")
 
@@ -89,8 +91,9 @@ class SqlStore:
     _generations: Iterator[int] | None = None
     _generation = 0
     _reads: dict[Hashable, tuple[int, float, Any]] | None = None
-    _decoded: dict[tuple[Any, ...], StoredAlarm] | None = None  # rows decoded since the last write
-    _decoded_before: dict[tuple[Any, ...], StoredAlarm] | None = None  # and between the two writes before
+    _decoded: dict[tuple[Any, ...], StoredAlarm | None] | None = None  # rows decoded since the last write
+    _decoded_before: dict[tuple[Any, ...], StoredAlarm | None] | None = None  # and between the two writes before
+    where = "store"  # how messages name the store
 
     @contextmanager
     def _changing(self, cached: bool = True) -> Iterator[Cursor]:
@@ -191,26 +194,36 @@ class SqlStore:
         key = ("alarms", open_only, node, touching, resolved_wall_after, limit)
 
         def read() -> list[StoredAlarm]:
-            return [self._decode(r) for r in self._read(sql + " ORDER BY ts DESC, node LIMIT ?", [*args, limit])]
+            decoded = (self._decode(r) for r in self._read(sql + " ORDER BY ts DESC, node LIMIT ?", [*args, limit]))
+            return [s for s in decoded if s is not None]
 
         return list(self._cached(key, read))
 
-    def _decode(self, r: Row) -> StoredAlarm:
+    def _decode(self, r: Row) -> StoredAlarm | None:
         """The row as a StoredAlarm, decoded once per content: a row unchanged since it was last read
-        (most of them, step after step) costs a lookup, not its evidence's JSON."""
+        (most of them, step after step) costs a lookup, not its evidence's JSON. None for a row that
+        cannot be decoded (damaged on disk): logged once, and the others are still read."""
         # sqlite3.Row iterates its values, psycopg's dict_row its keys
         key = tuple(r.values()) if isinstance(r, dict) else tuple(cast(Iterable[Any], r))
         if self._decoded is None:
             self._decoded = {}
-        found = self._decoded.get(key)
-        if found is None:
-            found = (self._decoded_before or {}).get(key) or stored_alarm(r)
-            self._decoded[key] = found
+        if key in self._decoded:
+            return self._decoded[key]
+        before = self._decoded_before or {}
+        if key in before:
+            found = before[key]
+        else:
+            try:
+                found = stored_alarm(r)
+            except (ValueError, TypeError, KeyError) as exc:  # orjson's errors are ValueErrors
+                log.warning("%s: alarm row %r cannot be read, left out: %s", self.where, key[0], exc)
+                found = None
+        self._decoded[key] = found
         return found
 
     def alarm(self, alarm_id: str) -> StoredAlarm | None:
         rows = self._read("SELECT * FROM alarms WHERE id = ?", (alarm_id,))
-        return stored_alarm(rows[0]) if rows else None
+        return self._decode(rows[0]) if rows else None
 
     def acknowledge(self, alarm_id: str, by: str, note: str, wall: float) -> StoredAlarm:
         with self._changing() as db:
@@ -298,9 +311,10 @@ class SqlStore:
 
     def _existing(self, db: Cursor, alarm_id: str) -> StoredAlarm:
         row = self._one(db, "SELECT * FROM alarms WHERE id = ?", (alarm_id,))
-        if row is None:
-            raise NotFound(f"no alarm with id {alarm_id!r}")
-        return stored_alarm(row)
+        found = None if row is None else self._decode(row)
+        if found is None:
+            raise NotFound(f"no alarm with id {alarm_id!r}" + ("" if row is None else " that can be read"))
+        return found
 
     def _found(self, alarm_id: str) -> StoredAlarm:
         found = self.alarm(alarm_id)

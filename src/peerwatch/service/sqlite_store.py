@@ -128,6 +128,7 @@ class SQLiteStore(SqlStore):
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.where = f"store.sqlite: {path}"
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
