@@ -100,6 +100,15 @@ def test_missing_lid_gives_no_command_unless_the_template_needs_none() -> None:
         decide(results, command="ibportstate {guid} {port} disable")
 
 
+def test_names_from_the_file_are_quoted_for_the_shell() -> None:
+    results = parse_burnin(csv_text("a;reboot,mlx5_0 $(id),1,3600,392,400,0,1,0,pass"), "t")
+    ssh = "ssh {node} ibportstate -C {device} -D 0 {port} disable"
+    assert (
+        decide(results, command=ssh).decisions[0].command
+        == "ssh 'a;reboot' ibportstate -C 'mlx5_0 $(id)' -D 0 1 disable"
+    )
+
+
 def test_custom_rules_from_toml(tmp_path: Path) -> None:
     path = tmp_path / "rules.toml"
     path.write_text(

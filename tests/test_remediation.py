@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from peerwatch.act.names import NAME_RULES, InvalidValue
 from peerwatch.act.remediation import PRESETS, render
 from peerwatch.model import Alarm
 from peerwatch.service import Service, config_from_dict
@@ -44,11 +45,11 @@ def test_presets_render_the_documented_commands() -> None:
     assert rendered("slurm", "drain") == [["scontrol", "update", "nodename=gpu068", "state=drain", "reason=XID 79"]]
     assert rendered("slurm", "swap_in") == [["scontrol", "update", "nodename=gpu061", "state=resume"]]
     assert rendered("kubernetes", "drain") == [
-        ["kubectl", "cordon", "gpu068"],
-        ["kubectl", "drain", "gpu068", "--ignore-daemonsets"],
+        ["kubectl", "cordon", "--", "gpu068"],
+        ["kubectl", "drain", "--ignore-daemonsets", "--", "gpu068"],
     ]
-    assert rendered("kubernetes", "swap_in") == [["kubectl", "uncordon", "gpu061"]]
-    assert rendered("backendai", "drain")[0][-3:] == ["gpu068", "--schedulable", "false"]
+    assert rendered("kubernetes", "swap_in") == [["kubectl", "uncordon", "--", "gpu061"]]
+    assert rendered("backendai", "drain")[0][-4:] == ["--schedulable", "false", "--", "gpu068"]
     doc = (REPO / "docs" / "service.md").read_text().split("## Remediation", 1)[1]
     for preset in PRESETS:
         row = re.search(rf"^\| `{preset}` \|(.*)$", doc, flags=re.M)
@@ -78,6 +79,14 @@ def test_presets_render_the_documented_commands() -> None:
         ({"preset": "lsf"}, "remediation.preset: Input should be"),
         ({"mode": "dry-run"}, "remediation: give a preset, templates.drain, or both"),
         ({"preset": "slurm", "mode": "run"}, "remediation.mode: Input should be 'dry-run' or 'execute'"),
+        ({"templates": {"drain": ["/bin/sh", "-c", "kubectl drain {node}"]}}, "drain: the command runs a shell"),
+        ({"templates": {"drain": [["true"], ["sudo", "bash", "-c", "x {node}"]]}}, "command 2 runs a shell ('bash')"),
+        ({"templates": {"drain": ["ssh", "head", "scontrol update nodename={node}"]}}, "runs a shell ('ssh')"),
+        (
+            {"allow_shell": True, "templates": {"drain": ["sh", "-c", "x {node} '{reason}'"]}},
+            "{reason} is free text and never goes through one",
+        ),
+        ({"preset": "slurm", "node_names": "lsf"}, "remediation.node_names: Input should be"),
     ],
 )
 def test_bad_templates_are_rejected_at_load(remediation: dict[str, Any], message: str) -> None:
@@ -217,3 +226,90 @@ def test_a_store_from_before_remediation_gains_the_columns(tmp_path: Path) -> No
     assert old.kind == "acknowledge" and old.argv == () and old.mode is None
     assert new.argv == (("echo", "n"),) and shlex.join(new.argv[0]) == "echo n"
     store.close()
+
+
+HOSTILE = "--selector=nvidia.com/gpu.present=true"
+
+
+@pytest.mark.parametrize(
+    ("preset", "node"),
+    [
+        ("kubernetes", HOSTILE),
+        ("kubernetes", "GPU068"),  # Kubernetes names are lowercase
+        ("kubernetes", "gpu068."),
+        ("kubernetes", "a" * 254),
+        ("slurm", "gpu[001-512]"),  # a hostlist: every node of the range
+        ("slurm", "gpu068,gpu069"),
+        ("slurm", "gpu068 state=resume"),
+        ("slurm", "-gpu068"),
+        ("backendai", "--all"),
+        ("backendai", "i-gpu068/x"),
+        ("backendai", "i-gpu068\n"),
+    ],
+)
+def test_a_name_the_scheduler_would_not_accept_never_reaches_a_command(preset: str, node: str) -> None:
+    with pytest.raises(InvalidValue, match="is not a valid"):
+        render(PRESETS[preset]["drain"], {**VALUES, "node": node}, NAME_RULES[preset])
+
+
+@pytest.mark.parametrize(
+    ("preset", "node"),
+    [
+        ("kubernetes", "gpu068.cluster.local"),
+        ("kubernetes", "ip-10-0-3-17.ec2.internal"),
+        ("slurm", "GPU068"),  # Slurm names are case-sensitive, capitals allowed
+        ("slurm", "dgx_b200-01"),
+        ("backendai", "i-gpu068"),
+        ("backendai", "i-0abc123def4567890"),
+    ],
+)
+def test_names_the_scheduler_accepts_render(preset: str, node: str) -> None:
+    [argv] = render(PRESETS[preset]["undrain"], {**VALUES, "node": node}, NAME_RULES[preset])
+    assert argv[-1] == node or argv[2] == f"nodename={node}"
+
+
+def test_a_value_standing_alone_as_an_option_is_refused() -> None:
+    commands = [["notify", "{reason}"], ["tag", "--reason={reason}"]]
+    with pytest.raises(InvalidValue, match="would be read as an option by notify"):
+        render(commands, {**VALUES, "reason": "--all"})
+    assert render(commands[1:], {**VALUES, "reason": "--all"}) == (("tag", "--reason=--all"),)
+
+
+def test_a_shell_template_loads_only_when_allowed() -> None:
+    shell = {"templates": {"drain": ["/bin/sh", "-c", "kubectl drain -- {node}"]}}
+    loaded = config_from_dict({**TSDB, "remediation": {**shell, "allow_shell": True}}).remediation
+    assert loaded is not None and loaded.commands("drain") == (("/bin/sh", "-c", "kubectl drain -- {node}"),)
+    # Even through an allowed shell, a name is only ever a host name.
+    with pytest.raises(InvalidValue):
+        render(loaded.commands("drain"), {**VALUES, "node": "x; rm -rf /"}, loaded.name_rule)
+
+
+def test_spares_are_checked_against_the_rule_at_load() -> None:
+    raw = {**TSDB, "remediation": {"preset": "kubernetes"}, "spares": ["gpu010", "GPU011"]}
+    with pytest.raises(ConfigError, match="spares: spare 'GPU011' is not a valid Kubernetes node name"):
+        config_from_dict(raw, "x.yaml")
+    assert config_from_dict({**raw, "remediation": {"preset": "slurm"}}).spares == ["gpu010", "GPU011"]
+
+
+def test_the_api_refuses_a_hostile_node_and_stores_nothing(tmp_path: Path) -> None:
+    raw: dict[str, Any] = {
+        **TSDB,
+        "store": {"sqlite": str(tmp_path / "s.sqlite")},
+        "api": {"token": TOKEN},
+        "remediation": {"preset": "kubernetes"},  # dry-run: a rendered command would be stored
+    }
+    service = Service(config_from_dict(raw), clock=Clock(start=T0 + 900, origin=time.time()))
+    service.store.commit(StepChanges([alarm(HOSTILE, T0 + 800), alarm("gpu003", T0 + 800)], (), T0 + 830, T0 + 830))
+    with TestClient(create_app(service, run=False)) as client:
+        ident = _ids(client)[HOSTILE]
+        resp = client.post(f"/api/v1/alarms/{ident}/remediate", json={"action": "drain", "by": "ops"}, headers=AUTH)
+        assert resp.status_code == 400
+        assert resp.json()["error"] == (
+            f"nothing was run for alarm {ident}: node {HOSTILE!r} is not a valid Kubernetes node name "
+            f"({NAME_RULES['kubernetes'].description})"
+        )
+        assert client.get("/api/v1/actions").json()["actions"] == []
+        good = client.post(
+            f"/api/v1/alarms/{_ids(client)['gpu003']}/remediate", json={"action": "drain", "by": "ops"}, headers=AUTH
+        ).json()
+        assert good["commands"][0]["argv"] == ["kubectl", "cordon", "--", "gpu003"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import operator
+import shlex
 import string
 import tomllib
 from collections.abc import Callable, Sequence
@@ -231,7 +232,13 @@ def decide(
         worst = {r.measure: min((h.action for h in hits if h.measure == r.measure), key=ACTIONS.index) for r in hits}
         hits = [r for r in hits if r.action == worst[r.measure]]
         port = {c: results.numbers[c][i] for c in ("avg_gbps", "expected_gbps")} | {"peer_gbps": m["peer_gbps"][i]}
-        place = {"node": results.node[i], "device": results.device[i], "port": results.port[i], "lid": results.lid[i]}
+        # The command is printed for a shell: names from the file are quoted, so "a;reboot" stays one word.
+        place = {
+            "node": shlex.quote(results.node[i]),
+            "device": shlex.quote(results.device[i]),
+            "port": results.port[i],
+            "lid": shlex.quote(results.lid[i]) if results.lid[i] else "",
+        }
         cmd = command.format(**place) if action == "disable" and (results.lid[i] or not needs_lid) else None
         decisions.append(
             PortDecision(

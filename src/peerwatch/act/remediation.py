@@ -1,8 +1,10 @@
 """Remediation: drain a node, swap in a spare, as configured command templates; dry-run by default.
 
 A template is a list of commands, each an argv list whose arguments may hold ``{node}``,
-``{reason}``, ``{alarm_id}`` and (``swap_in`` only) ``{spare}``. Commands run without a shell, so a
-reason cannot inject anything. Every remediation, dry or not, is stored as an action with who
+``{reason}``, ``{alarm_id}`` and (``swap_in`` only) ``{spare}``. Commands run without a shell, and
+templates that start one are refused unless allowed; before anything is rendered the node and
+spare must be names the scheduler accepts and no value may stand alone as an option (act/names.py).
+Every remediation, dry or not, is stored as an action with who
 asked, why, the commands and what they returned. See docs/service.md, "Remediation".
 """
 
@@ -15,6 +17,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule, check_values, shell_in
 
 if TYPE_CHECKING:
     from peerwatch.service.config import RemediationConfig
@@ -36,20 +40,38 @@ PRESETS: Mapping[str, Mapping[str, tuple[Command, ...]]] = {
         "undrain": (("scontrol", "update", "nodename={node}", "state=resume"),),
         "swap_in": (("scontrol", "update", "nodename={spare}", "state=resume"),),
     },
+    # "--" ends the options (kubectl's and click's parsers both honour it): a name is never an option.
     "kubernetes": {
-        "drain": (("kubectl", "cordon", "{node}"), ("kubectl", "drain", "{node}", "--ignore-daemonsets")),
-        "undrain": (("kubectl", "uncordon", "{node}"),),
-        "swap_in": (("kubectl", "uncordon", "{spare}"),),
+        "drain": (("kubectl", "cordon", "--", "{node}"), ("kubectl", "drain", "--ignore-daemonsets", "--", "{node}")),
+        "undrain": (("kubectl", "uncordon", "--", "{node}"),),
+        "swap_in": (("kubectl", "uncordon", "--", "{spare}"),),
     },
     # Backend.AI takes an agent out of scheduling by its `schedulable` flag (existing sessions stay).
     "backendai": {
-        "drain": (("backend.ai", "admin", "agent", "update", "{node}", "--schedulable", "false"),),
-        "undrain": (("backend.ai", "admin", "agent", "update", "{node}", "--schedulable", "true"),),
-        "swap_in": (("backend.ai", "admin", "agent", "update", "{spare}", "--schedulable", "true"),),
+        "drain": (("backend.ai", "admin", "agent", "update", "--schedulable", "false", "--", "{node}"),),
+        "undrain": (("backend.ai", "admin", "agent", "update", "--schedulable", "true", "--", "{node}"),),
+        "swap_in": (("backend.ai", "admin", "agent", "update", "--schedulable", "true", "--", "{spare}"),),
     },
 }
 OUTPUT_LIMIT = 16_000  # characters kept of each command's stdout and stderr
 TIMED_OUT, NOT_FOUND = 124, 127  # exit codes as timeout(1) and a shell report them
+
+
+def check_shell(commands: Sequence[Sequence[str]], allow_shell: bool) -> None:
+    """Raise ValueError when a command starts a shell (unless ``allow_shell``; even then the free-text
+    ``{reason}`` never goes through one)."""
+    for i, argv in enumerate(commands):
+        shell = shell_in(argv)
+        if shell is None:
+            continue
+        where = f"command {i + 1}" if len(commands) > 1 else "the command"
+        if not allow_shell:
+            raise ValueError(
+                f"{where} runs a shell ({shell!r}), which would parse what is put into it as shell code; "
+                "write the program's own argv instead, or set remediation.allow_shell: true"
+            )
+        if any("{reason}" in arg for arg in argv):
+            raise ValueError(f"{where} runs a shell ({shell!r}): {{reason}} is free text and never goes through one")
 
 
 def check_template(commands: Sequence[Sequence[str]], template: str) -> None:
@@ -69,8 +91,13 @@ def check_template(commands: Sequence[Sequence[str]], template: str) -> None:
                     raise ValueError(f"unknown placeholder {{{name}}} in {arg!r} (known here: {allowed})")
 
 
-def render(commands: Sequence[Sequence[str]], values: Mapping[str, str]) -> tuple[Command, ...]:
-    """The commands with their placeholders filled (templates were checked at load)."""
+def render(
+    commands: Sequence[Sequence[str]], values: Mapping[str, str], rule: NameRule = NAME_RULES["hostname"]
+) -> tuple[Command, ...]:
+    """The commands with their placeholders filled (templates were checked at load); raises
+    :class:`~peerwatch.act.names.InvalidValue` for a node name ``rule`` rejects or a value that
+    would be an option."""
+    check_values(values, commands, rule)
     return tuple(tuple(arg.format_map(values) for arg in argv) for argv in commands)
 
 
@@ -113,7 +140,7 @@ class Remediator:
         swap), run them in execute mode, store the action; the JSON of what was done."""
         # Imported here: the service's configuration imports this module's templates at load.
         from peerwatch.act.spares import AVAILABLE, IN_USE, spare_pool
-        from peerwatch.service.errors import Conflict, NotFound
+        from peerwatch.service.errors import BadRequest, Conflict, NotFound
         from peerwatch.service.store import ActionRecord
 
         config = self.config
@@ -141,7 +168,10 @@ class Remediator:
                     raise Conflict(f"no spare available to swap in for {a.node} (setting spares)")
                 risk, spare = pool[0]
             values = {"node": a.node, "spare": spare or "", "reason": reason, "alarm_id": a.id}
-            argv = tuple(c for commands in templates for c in render(commands, values))
+            try:
+                argv = tuple(c for commands in templates for c in render(commands, values, config.name_rule))
+            except InvalidValue as exc:
+                raise BadRequest(f"nothing was run for alarm {a.id}: {exc}") from None
             ran = self._execute(argv, config.timeout) if config.mode == "execute" else [Ran(c) for c in argv]
             codes = [r.exit_code for r in ran if r.exit_code is not None]
             exit_code = next((c for c in codes if c != 0), codes[-1] if codes else None)

@@ -16,9 +16,11 @@ from typing import Annotated
 import typer
 
 from peerwatch.service.config import ServiceConfig, load_config
-from peerwatch.service.errors import ConfigError
+from peerwatch.service.errors import ConfigError, StoreError
 from peerwatch.service.memory import return_freed_memory
 from peerwatch.service.runner import Service
+from peerwatch.service.sqlite_store import SQLiteStore
+from peerwatch.service.stores import check_store
 
 
 def require_http() -> None:
@@ -37,8 +39,10 @@ def run_http(service: Service, host: str, port: int) -> None:
     import uvicorn
 
     from peerwatch.service.app import create_app
+    from peerwatch.service.hosts import HostGuard, allowed_hosts
 
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host=host, port=port, log_level="warning"))
+    app = HostGuard(create_app(service), allowed_hosts(service.config.api))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it handled, after shutting down
         server.run()
 
@@ -74,27 +78,42 @@ def serve_command(
     """Run peerwatch live: evaluate every step, keep alarms in the store, serve the API, notify Alertmanager."""
     _logging(log_level)
     return_freed_memory()
+    if check:
+        _check(config)
+        return
+    require_http()
     try:
         settings = load_config(config)
         service = Service(settings)
-    except ConfigError as exc:
+        holder = service.lease()
+    except (ConfigError, StoreError) as exc:  # one line naming the file or store and the cause; no traceback
         raise _fail(str(exc)) from None
-    problem = check_source(service)
-    if check:
-        service.store.close()
-        if problem is not None:
-            raise _fail(problem, 1)
-        typer.echo(f"ok: {config} is valid and the source answers ({service.source.name})")
-        return
-    require_http()
-    holder = service.lease()
     if holder is not None:
         service.store.close()
         raise _fail(f"another peerwatch serve ({holder}) holds this store; one serve per store", 1)
+    problem = check_source(service)
     if problem is not None:
         typer.echo(f"warning: {problem}; serving anyway, with a 'monitoring blind' alarm until it answers", err=True)
     typer.echo(f"peerwatch serve: API on http://{settings.api.listen}, source {service.source.name}", err=True)
     run_http(service, settings.api.host, settings.api.port)
+
+
+def _check(config: Path) -> None:
+    """``serve --check``: the configuration, the store and the source, changing nothing: the store is
+    only read (never created, its clock origin never fixed); the one poll runs against a scratch store."""
+    try:
+        settings = load_config(config)
+        found = check_store(settings.store)
+        with tempfile.TemporaryDirectory(prefix="peerwatch-check-") as tmp:
+            service = Service(settings, store=SQLiteStore(Path(tmp) / "scratch.sqlite"))
+            problem = check_source(service)
+            service.source.close()
+            service.store.close()
+    except (ConfigError, StoreError) as exc:
+        raise _fail(str(exc)) from None
+    if problem is not None:
+        raise _fail(problem, 1)
+    typer.echo(f"ok: {config} is valid, store {found}, and the source answers ({service.source.name})")
 
 
 def demo_command(
@@ -122,7 +141,11 @@ def demo_command(
         folder = state or Path(tmp)
         settings = DemoSettings(port, nodes, speed, base_port=base_port, alertmanager=alertmanager or None)
         demo = start_demo(settings, folder)
-        service = Service(demo.config, clock=demo.clock)
+        try:
+            service = Service(demo.config, clock=demo.clock)
+        except StoreError as exc:  # --state pointing at a broken store
+            demo.stop_exporters()
+            raise _fail(str(exc)) from None
         _announce(demo.config, demo.story())
         stop = threading.Event()
         narrator = threading.Thread(target=narrate, args=(service, typer.echo, stop), daemon=True)

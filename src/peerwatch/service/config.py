@@ -25,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from peerwatch.act.remediation import PRESETS, Command, check_template
+from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule
+from peerwatch.act.remediation import PRESETS, Command, check_shell, check_template
 from peerwatch.redact import redact_url as redact_url  # re-exported: postgres_store imports it from here
 from peerwatch.service.errors import ConfigError
 from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions, tenant_url
@@ -321,6 +322,7 @@ class ApiConfig(Settings):
     token: str | None = None
     token_file: Path | None = None
     url: HttpUrl | None = None
+    allowed_hosts: list[str] | None = None  # Host-header names answered (service/hosts.py); None: the default
 
     @field_validator("listen")
     @classmethod
@@ -403,12 +405,26 @@ class RemediationConfig(Settings):
     preset: Literal["slurm", "kubernetes", "backendai"] | None = None
     templates: TemplatesConfig = Field(default_factory=TemplatesConfig)
     timeout: Duration = 60.0
+    node_names: Literal["kubernetes", "slurm", "backendai", "hostname"] | None = None
+    allow_shell: bool = False
 
     @model_validator(mode="after")
     def _something(self) -> RemediationConfig:
         if self.preset is None and self.templates.drain is None:
             raise ValueError("give a preset, templates.drain, or both")
+        for name in ("drain", "undrain", "swap_in"):
+            own = getattr(self.templates, name)
+            if own is not None:
+                try:
+                    check_shell(own, self.allow_shell)
+                except ValueError as exc:
+                    raise ValueError(f"templates.{name}: {exc}") from None
         return self
+
+    @property
+    def name_rule(self) -> NameRule:
+        """The node names commands accept: ``node_names``, else the preset's scheduler's, else host names."""
+        return NAME_RULES[self.node_names or self.preset or "hostname"]
 
     def commands(self, template: str) -> tuple[Command, ...]:
         """The commands of ``drain``, ``undrain`` or ``swap_in``: the templates' own, else the preset's."""
@@ -432,6 +448,17 @@ class ServiceConfig(Settings):
     spares: list[str] = Field(default_factory=list)
     remediation: RemediationConfig | None = None
     clock: ClockConfig | None = None
+
+    @model_validator(mode="after")
+    def _spare_names(self) -> ServiceConfig:
+        # Spares are put into swap_in commands: refused here rather than at the first swap.
+        if self.remediation is not None:
+            for spare in self.spares:
+                try:
+                    self.remediation.name_rule.check("spare", spare)
+                except InvalidValue as exc:
+                    raise ValueError(f"spares: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _window(self) -> ServiceConfig:

@@ -19,6 +19,13 @@ class ConfigError(ServiceError):
     status = 400
 
 
+class StoreError(ServiceError):
+    """The store cannot be used (corrupt, truncated, read-only, full, unreachable, another schema); the
+    message is one line naming the store and the cause."""
+
+    status = 503
+
+
 class BadRequest(ServiceError):
     status = 400
 

@@ -23,7 +23,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
 from peerwatch.service.config import redact_url
-from peerwatch.service.errors import ConfigError, ServiceError
+from peerwatch.service.errors import ConfigError, StoreError
 from peerwatch.service.sql_store import META, SqlStore
 
 SCHEMA_VERSION = 1
@@ -57,7 +57,7 @@ Connection = psycopg.Connection[DictRow]
 Cursor = psycopg.Cursor[DictRow]
 
 
-class StoreUnavailable(ServiceError):
+class StoreUnavailable(StoreError):
     """The PostgreSQL server cannot be reached or failed mid-request (its transaction rolled back, unless
     the connection broke during the commit itself)."""
 
@@ -75,7 +75,9 @@ class PostgresStore(SqlStore):
     placeholder = "%s"
     greatest = "greatest"
 
-    def __init__(self, url: str, *, password: str | None = None, connect_timeout: int = 10) -> None:
+    def __init__(
+        self, url: str, *, password: str | None = None, connect_timeout: int = 10, create: bool = True
+    ) -> None:
         self.url = url
         self.where = redact_url(url)
         options: dict[str, Any] = {"application_name": "peerwatch"}
@@ -87,32 +89,38 @@ class PostgresStore(SqlStore):
         self._idle: list[tuple[float, Connection]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.found = ""  # what opening found (``create=False``: ``serve --check`` changes nothing)
         try:
-            with self._write() as db:
-                self._create(db)
+            with self._write() if create else self._cursor() as db:
+                self._create(db, create)
         except StoreUnavailable as exc:
             raise ConfigError(f"store.postgres: {exc.message}") from None
         except psycopg.Error as exc:  # e.g. no right to create the tables
             raise ConfigError(f"store.postgres: {self.where}: cannot set up the tables: {_reason(exc)}") from None
 
-    def _create(self, db: Cursor) -> None:
+    def _create(self, db: Cursor, create: bool = True) -> None:
         # Only when one is missing: CREATE ... IF NOT EXISTS still needs the right to create, which a
         # user given only reads and writes on tables made for it lacks.
         missing = db.execute("SELECT 1 FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NULL", (list(TABLES),))
         if missing.fetchone() is not None:
+            if not create:
+                self.found = f"{self.where}: no peerwatch tables yet; serve will create them"
+                return
             db.execute(SCHEMA)
         # Tables made before alarms kept their escalations.
         has_changes = db.execute(
             "SELECT 1 FROM information_schema.columns WHERE table_name = 'alarms' AND column_name = 'changes'"
         ).fetchone()
-        if has_changes is None:
+        if has_changes is None and create:
             db.execute("ALTER TABLE alarms ADD COLUMN changes TEXT NOT NULL DEFAULT '[]'")
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is not None and row["value"] != str(SCHEMA_VERSION):
             raise ConfigError(
                 f"store.postgres: {self.where}: schema version {row['value']}, this peerwatch knows {SCHEMA_VERSION}"
             )
-        db.execute(self._sql(META), ("schema_version", str(SCHEMA_VERSION)))
+        if create:
+            db.execute(self._sql(META), ("schema_version", str(SCHEMA_VERSION)))
+        self.found = f"{self.where}: peerwatch tables present"
 
     # -- connections -----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from peerwatch.service.blind import Blindness, blind_changes, blindness
 from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ClockConfig, ServiceConfig
-from peerwatch.service.errors import Conflict
+from peerwatch.service.errors import Conflict, StoreError
 from peerwatch.service.evaluation import Evaluation, Evaluator
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
 from peerwatch.service.metrics import Health, node_risk
@@ -353,6 +353,9 @@ class Service:
                 try:
                     self.evaluate(fetch)
                     self.error = None
+                except StoreError as exc:  # names the store and the cause: no traceback to read
+                    self.error = f"evaluation failed: {exc}"
+                    log.error("evaluation at %s failed: %s", fetch.at, exc)
                 except Exception as exc:  # one bad step must not end monitoring; /healthz shows it
                     self.error = f"evaluation failed: {type(exc).__name__}: {exc}"
                     log.exception("evaluation at %s failed", fetch.at)

@@ -4,14 +4,24 @@ A store subclass gives a write transaction that no other writer interleaves with
 ``BEGIN IMMEDIATE``, an advisory lock on PostgreSQL) and reads; everything else is here, once.
 Statements are written with ``?`` placeholders and ``{greatest}`` for the larger of two values;
 :meth:`SqlStore._sql` puts in the driver's spelling.
+
+The two reads every page and ``/metrics`` make, ``alarms`` and ``nodes``, are kept for
+``READ_CACHE_SECONDS`` and dropped by any write through this store: decoding a few thousand alarms
+with their evidence costs a tenth of a second of the interpreter's lock, and 50 clients asking for
+it at once left the evaluation no time to run (docs/benchmarks.md, "HTTP under load"). A write by
+another process is seen within that time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import orjson
 
@@ -53,6 +63,10 @@ META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = e
 _QUOTED = ", ".join(f'"{c}"' for c in ACTION_COLUMNS)  # "by" is reserved in PostgreSQL
 ACTION_INSERT = f"INSERT INTO actions ({_QUOTED}) VALUES ({', '.join('?' * len(ACTION_COLUMNS))})"
 ACTION_SELECT = f"SELECT {_QUOTED} FROM actions"
+READ_CACHE_SECONDS = 1.0
+log = logging.getLogger("peerwatch.service")
+_READ_LOCK = threading.RLock()  # cached reads, one at a time (all stores: they share the interpreter's lock)
+T = TypeVar("T")
 
 
 class Row(Protocol):
@@ -74,6 +88,46 @@ class SqlStore:
 
     placeholder: ClassVar[str] = "?"
     greatest: ClassVar[str] = "max"
+    _generations: Iterator[int] | None = None
+    _generation = 0
+    _reads: dict[Hashable, tuple[int, float, Any]] | None = None
+    _decoded: dict[tuple[Any, ...], StoredAlarm | None] | None = None  # rows decoded since the last write
+    _decoded_before: dict[tuple[Any, ...], StoredAlarm | None] | None = None  # and between the two writes before
+    where = "store"  # how messages name the store
+
+    @contextmanager
+    def _changing(self, cached: bool = True) -> Iterator[Cursor]:
+        """A write transaction after which (committed or not) no read from before it is served again;
+        ``cached`` False: it writes nothing the cached reads show (the lease, meta)."""
+        try:
+            with self._write() as db:
+                yield db
+        finally:
+            if cached:
+                if self._generations is None:
+                    self._generations = itertools.count(1)
+                self._generation = next(self._generations)  # atomic: concurrent writers never share a number
+                self._reads = {}
+                # Rows decoded since the write before last are dropped unless read again since the last:
+                # a superseded version of a row is never read again, so what is kept stays what is read.
+                self._decoded_before, self._decoded = self._decoded, {}
+
+    def _cached(self, key: Hashable, read: Callable[[], T]) -> T:
+        """``read()``, or its result from under ``READ_CACHE_SECONDS`` ago with no write since. One
+        caller reads at a time and the others wait for its result: 50 callers each decoding the same
+        rows at once, under the interpreter's lock, would each take 50 times as long."""
+        with _READ_LOCK:
+            generation, now = self._generation, time.monotonic()
+            hit = (self._reads or {}).get(key)
+            if hit is not None and hit[0] == generation and now - hit[1] < READ_CACHE_SECONDS:
+                value: T = hit[2]
+                return value
+            value = read()
+            if self._generation == generation:  # no write ended meanwhile: the result is current
+                if self._reads is None:
+                    self._reads = {}
+                self._reads[key] = (generation, now, value)
+            return value
 
     def _write(self) -> AbstractContextManager[Cursor]:
         """One write transaction, serialised against every other writer."""
@@ -100,7 +154,7 @@ class SqlStore:
         meta = dict(changes.meta)
         if changes.evaluated_until is not None:
             meta["evaluated_until"] = repr(changes.evaluated_until)
-        with self._write() as db:
+        with self._changing(bool(changes.alarms or changes.nodes)) as db:
             if changes.alarms:
                 db.executemany(self._sql(UPSERT), [alarm_columns(s) for s in changes.alarms])
             if changes.nodes:
@@ -137,14 +191,42 @@ class SqlStore:
             where.append("(resolved_ts IS NULL OR resolved_wall >= ?)")
             args.append(resolved_wall_after)
         sql = "SELECT * FROM alarms" + (" WHERE " + " AND ".join(where) if where else "")
-        return [stored_alarm(r) for r in self._read(sql + " ORDER BY ts DESC, node LIMIT ?", [*args, limit])]
+        key = ("alarms", open_only, node, touching, resolved_wall_after, limit)
+
+        def read() -> list[StoredAlarm]:
+            decoded = (self._decode(r) for r in self._read(sql + " ORDER BY ts DESC, node LIMIT ?", [*args, limit]))
+            return [s for s in decoded if s is not None]
+
+        return list(self._cached(key, read))
+
+    def _decode(self, r: Row) -> StoredAlarm | None:
+        """The row as a StoredAlarm, decoded once per content: a row unchanged since it was last read
+        (most of them, step after step) costs a lookup, not its evidence's JSON. None for a row that
+        cannot be decoded (damaged on disk): logged once, and the others are still read."""
+        # sqlite3.Row iterates its values, psycopg's dict_row its keys
+        key = tuple(r.values()) if isinstance(r, dict) else tuple(cast(Iterable[Any], r))
+        if self._decoded is None:
+            self._decoded = {}
+        if key in self._decoded:
+            return self._decoded[key]
+        before = self._decoded_before or {}
+        if key in before:
+            found = before[key]
+        else:
+            try:
+                found = stored_alarm(r)
+            except (ValueError, TypeError, KeyError) as exc:  # orjson's errors are ValueErrors
+                log.warning("%s: alarm row %r cannot be read, left out: %s", self.where, key[0], exc)
+                found = None
+        self._decoded[key] = found
+        return found
 
     def alarm(self, alarm_id: str) -> StoredAlarm | None:
         rows = self._read("SELECT * FROM alarms WHERE id = ?", (alarm_id,))
-        return stored_alarm(rows[0]) if rows else None
+        return self._decode(rows[0]) if rows else None
 
     def acknowledge(self, alarm_id: str, by: str, note: str, wall: float) -> StoredAlarm:
-        with self._write() as db:
+        with self._changing() as db:
             current = self._existing(db, alarm_id)
             if not current.open:
                 raise Conflict(f"alarm {alarm_id} is resolved; there is nothing to acknowledge")
@@ -155,7 +237,7 @@ class SqlStore:
         return self._found(alarm_id)
 
     def resolve(self, alarm_id: str, by: str, note: str, at: float, wall: float) -> StoredAlarm:
-        with self._write() as db:
+        with self._changing() as db:
             current = self._existing(db, alarm_id)
             if not current.open:
                 raise Conflict(f"alarm {alarm_id} is already resolved (by {current.resolved_by})")
@@ -168,21 +250,24 @@ class SqlStore:
         return self._found(alarm_id)
 
     def mark_sent(self, alarm_id: str, labels: Mapping[str, str]) -> None:
-        with self._write() as db:
+        with self._changing() as db:
             self._run(
                 db, "UPDATE alarms SET sent_labels = ? WHERE id = ?", (orjson.dumps(dict(labels)).decode(), alarm_id)
             )
 
     def nodes(self) -> list[NodeRecord]:
-        rows = self._read(
-            "SELECT n.node, n.first_seen, n.last_seen, s.state FROM nodes n LEFT JOIN spares s USING (node) "
-            "UNION SELECT s.node, NULL, NULL, s.state FROM spares s WHERE s.node NOT IN (SELECT node FROM nodes) "
-            "ORDER BY 1"
-        )
-        return [NodeRecord(r["node"], r["first_seen"] or 0.0, r["last_seen"] or 0.0, r["state"]) for r in rows]
+        def read() -> list[NodeRecord]:
+            rows = self._read(
+                "SELECT n.node, n.first_seen, n.last_seen, s.state FROM nodes n LEFT JOIN spares s USING (node) "
+                "UNION SELECT s.node, NULL, NULL, s.state FROM spares s WHERE s.node NOT IN (SELECT node FROM nodes) "
+                "ORDER BY 1"
+            )
+            return [NodeRecord(r["node"], r["first_seen"] or 0.0, r["last_seen"] or 0.0, r["state"]) for r in rows]
+
+        return list(self._cached("nodes", read))
 
     def set_spares(self, nodes: Sequence[str], wall: float) -> None:
-        with self._write() as db:
+        with self._changing() as db:
             others = f" WHERE node NOT IN ({', '.join('?' * len(nodes))})" if nodes else ""
             self._run(db, "DELETE FROM spares" + others, list(nodes))
             if nodes:
@@ -200,7 +285,7 @@ class SqlStore:
     def record_action(
         self, action: ActionRecord, spare_state: str | None = None, *, spare_was: tuple[str, ...] = ()
     ) -> None:
-        with self._write() as db:
+        with self._changing() as db:
             if spare_was:
                 row = self._one(db, "SELECT state FROM spares WHERE node = ?", (action.spare,))
                 check_spare(action.spare, None if row is None else row["state"], spare_was)
@@ -217,7 +302,7 @@ class SqlStore:
         return str(rows[0]["value"]) if rows else None
 
     def claim(self, key: str, owner: str, wall: float, ttl: float) -> str | None:
-        with self._write() as db:
+        with self._changing(cached=False) as db:
             row = self._one(db, "SELECT value FROM meta WHERE key = ?", (key,))
             holder = lease_holder(None if row is None else str(row["value"]), owner, wall)
             if holder is None:
@@ -226,9 +311,10 @@ class SqlStore:
 
     def _existing(self, db: Cursor, alarm_id: str) -> StoredAlarm:
         row = self._one(db, "SELECT * FROM alarms WHERE id = ?", (alarm_id,))
-        if row is None:
-            raise NotFound(f"no alarm with id {alarm_id!r}")
-        return stored_alarm(row)
+        found = None if row is None else self._decode(row)
+        if found is None:
+            raise NotFound(f"no alarm with id {alarm_id!r}" + ("" if row is None else " that can be read"))
+        return found
 
     def _found(self, alarm_id: str) -> StoredAlarm:
         found = self.alarm(alarm_id)

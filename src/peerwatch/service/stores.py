@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from peerwatch.service.sqlite_store import SQLiteStore
+from peerwatch.service.sqlite_store import SQLiteStore, check_sqlite
 
 if TYPE_CHECKING:
     from peerwatch.service.config import StoreConfig
@@ -18,3 +18,15 @@ def open_store(config: StoreConfig) -> Store:
 
         return PostgresStore(config.postgres, password=config.postgres_password())
     return SQLiteStore(config.sqlite)
+
+
+def check_store(config: StoreConfig) -> str:
+    """Check the configured store as opening it would, creating and changing nothing (``serve --check``);
+    what was found, or a ConfigError / StoreError naming the store and the cause."""
+    if config.postgres is not None:
+        from peerwatch.service.postgres_store import PostgresStore
+
+        store = PostgresStore(config.postgres, password=config.postgres_password(), create=False)
+        store.close()
+        return store.found
+    return check_sqlite(config.sqlite)

@@ -11,6 +11,7 @@ import orjson
 from peerwatch.service.store import ActionRecord, StoredAlarm
 from peerwatch.web.format import clock, count, duration, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.paths import node_url
 from peerwatch.web.timeline import Span, timeline_svg
 
 DRY_RUN = "dry-run"  # remediation.mode (docs/service.md)
@@ -37,7 +38,7 @@ def plot_url(
     if component is not None:
         query["component"] = component
     query |= {k: repr(v) for k, v in (("start", start), ("end", end), ("mark", mark)) if v is not None}
-    return f"/api/v1/nodes/{urllib.parse.quote(node, safe='')}/peers?{urllib.parse.urlencode(query)}"
+    return node_url("/api/v1/nodes", node, f"/peers?{urllib.parse.urlencode(query)}")
 
 
 def plot_box(url: str) -> str:
@@ -93,7 +94,7 @@ def render_alarm_list(prefix: str, rows: Sequence[StoredAlarm], now: float, open
             (
                 [
                     link(f"{prefix}/alarms/{s.id}", s.id),
-                    link(f"{prefix}/nodes/{s.alarm.node}", s.alarm.node),
+                    link(node_url(f"{prefix}/nodes", s.alarm.node), s.alarm.node),
                     esc(s.alarm.component),
                     esc(s.alarm.diagnosis),
                     badge(s.alarm.severity),
@@ -122,7 +123,7 @@ def render_alarm(
         ["node", "component", "diagnosis", "severity", "action", "score", "opened", "updated", "resolved", "status"],
         [
             [
-                link(f"{prefix}/nodes/{a.node}", a.node),
+                link(node_url(f"{prefix}/nodes", a.node), a.node),
                 esc(a.component),
                 esc(a.diagnosis),
                 badge(a.severity),

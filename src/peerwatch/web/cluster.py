@@ -19,6 +19,7 @@ from peerwatch.service.evaluation import ScoreKey
 from peerwatch.service.workload import LONE_KIND
 from peerwatch.web.format import count, number
 from peerwatch.web.page import badge, esc
+from peerwatch.web.paths import node_url
 from peerwatch.web.standing import Standing, standings
 
 CATEGORIES = ("gpu", "nvswitch", "ib", "net", "nfs", "disk", "node")
@@ -81,9 +82,10 @@ def _tile(prefix: str, view: Mapping[str, Any], row: Mapping[str, Cell], standin
     grid = "".join(_cell_html(cat, row.get(cat)) for cat in CATEGORIES)
     group = view.get("group")
     where = f' data-group="{group["id"]}" title="{esc(group["label"])}"' if group else ""
+    href = esc(node_url(f"{prefix}/nodes", node))
     return (
         f'<div class="tile {esc(view["status"])}" data-node="{esc(node)}"{where}>'
-        f'<a href="{prefix}/nodes/{esc(node)}">{esc(node)}</a>{extra}<div class="cells">{grid}</div></div>'
+        f'<a href="{href}">{esc(node)}</a>{extra}<div class="cells">{grid}</div></div>'
     )
 
 

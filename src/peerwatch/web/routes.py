@@ -12,10 +12,11 @@ from importlib import resources
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from peerwatch.service.errors import BadRequest, NotFound
+from peerwatch.service.rendered import Rendered
 from peerwatch.service.runner import Service
 from peerwatch.service.views import node_views
 from peerwatch.web.alarms import render_alarm, render_alarm_list
@@ -24,6 +25,7 @@ from peerwatch.web.cluster import render_cluster
 from peerwatch.web.format import clock
 from peerwatch.web.node_page import render_node
 from peerwatch.web.page import PLOTS, esc, shell
+from peerwatch.web.paths import node_in_path
 from peerwatch.web.peers import BandCache, PeerBand, peer_band
 from peerwatch.web.spares import recommend, render_spares, sizing
 from peerwatch.web.standing import standings
@@ -52,7 +54,7 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     router = APIRouter()
     hidden: dict[str, Any] = {"include_in_schema": False, "response_class": HTMLResponse}  # pages, not API
     static = _static()
-    bands, catalogs = BandCache(), CatalogCache()
+    bands, catalogs, alarm_lists = BandCache(), CatalogCache(), Rendered[str]()
 
     def status_line() -> str:
         s = service.status()
@@ -108,7 +110,9 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     @router.get(prefix + "/alarms", **hidden)
     def alarms(status: Literal["open", "all"] = "all") -> HTMLResponse:
         rows = service.store.alarms(open_only=status == "open", limit=ALL)
-        return page("Alarms", render_alarm_list(prefix, rows, now(), status == "open"), "alarms", refresh="page")
+        at, open_only = now(), status == "open"
+        body = alarm_lists.get((open_only, at), rows, lambda: render_alarm_list(prefix, rows, at, open_only))
+        return page("Alarms", body, "alarms", refresh="page")
 
     @router.get(prefix + "/alarms/{alarm_id}", **hidden)
     def alarm(alarm_id: str) -> HTMLResponse:
@@ -121,8 +125,10 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         body = render_alarm(prefix, s, service.store.actions(alarm_id), service.token is not None, runbook)
         return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms", refresh="plots", extra=PLOTS)
 
-    @router.get(prefix + "/nodes/{node}", **hidden)
-    def node(node: str) -> HTMLResponse:
+    # {node:node}: a node's own "/" arrives decoded; node_in_path reads the node from the raw path.
+    @router.get(prefix + "/nodes/{node:node}", **hidden)
+    def node(request: Request) -> HTMLResponse:
+        node = node_in_path(request, prefix + "/nodes/")
         views = node_views(service)
         view = next((v for v in views if v["node"] == node), None)
         rows = service.store.alarms(node=node, limit=200)
@@ -150,8 +156,9 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
             raise NotFound(f"no static file {name!r}")
         return Response(static[name], media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
-    @router.get("/api/v1/nodes/{node}/peers", tags=["dashboard"])
+    @router.get("/api/v1/nodes/{node:node}/peers", tags=["dashboard"])
     def peers(
+        request: Request,
         node: str,
         metric: Annotated[str, Query(min_length=1)],
         labels: Annotated[str | None, Query(description="JSON object: the series' labels to match")] = None,
@@ -162,7 +169,8 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     ) -> dict[str, Any]:
         """A node's series of ``metric`` against its peers' median and 10th–90th percentile, per step,
         over ``[start, end]`` within the service's window (spares are not peers), with its unit; what
-        the dashboard's plots draw."""
+        the dashboard's plots draw. A ``/`` in the node's name is written ``%2F``."""
+        node = node_in_path(request, "/api/v1/nodes/", "/peers")
         b = band(node, metric, labels, component, start, end)
         if b is None:
             raise NotFound(f"no series of {metric!r} on {node!r} in the service's window")

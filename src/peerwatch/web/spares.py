@@ -17,6 +17,7 @@ from peerwatch.act.spares import Swap, recommend
 from peerwatch.service.store import StoredAlarm, fault_events
 from peerwatch.web.format import clock, count
 from peerwatch.web.page import badge, esc, link, table
+from peerwatch.web.paths import node_url
 from peerwatch.web.standing import standings
 
 __all__ = ["Swap", "recommend", "render_spares", "sizing"]
@@ -41,13 +42,13 @@ def render_spares(
     ranks = standings(views)
     rows = [
         [
-            link(f"{prefix}/nodes/{s.alarm.alarm.node}", s.alarm.alarm.node),
+            link(node_url(f"{prefix}/nodes", s.alarm.alarm.node), s.alarm.alarm.node),
             esc(s.alarm.alarm.component),
             esc(s.alarm.alarm.diagnosis),
             badge(s.alarm.alarm.severity),
             esc(s.alarm.alarm.action),
             link(f"{prefix}/alarms/{s.alarm.id}", s.alarm.id),
-            link(f"{prefix}/nodes/{s.spare}", s.spare) + f" ({esc(ranks[s.spare].text())})"
+            link(node_url(f"{prefix}/nodes", s.spare), s.spare) + f" ({esc(ranks[s.spare].text())})"
             if s.spare
             else '<b class="warn">no spare available</b>',
         ]
@@ -63,7 +64,7 @@ def render_spares(
             ["spare", "state", "status", "lemon risk"],
             (
                 [
-                    link(f"{prefix}/nodes/{v['node']}", v["node"]),
+                    link(node_url(f"{prefix}/nodes", v["node"]), v["node"]),
                     esc(v["spare"]),
                     badge(str(v["status"])),
                     esc(ranks[str(v["node"])].text()),
@@ -100,7 +101,7 @@ def render_spares(
             ["node", "rank by lemon risk", "incidents so far", "status"],
             (
                 [
-                    link(f"{prefix}/nodes/{v['node']}", v["node"]),
+                    link(node_url(f"{prefix}/nodes", v["node"]), v["node"]),
                     f"{ranks[str(v['node'])].rank} of {len(views)} (top {ranks[str(v['node'])].top_percent}%)",
                     str(ranks[str(v["node"])].incidents),
                     badge(str(v["status"])),
