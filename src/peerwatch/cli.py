@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from peerwatch import __version__
 
 if TYPE_CHECKING:
+    from peerwatch.detect.settings import DetectionSettings
     from peerwatch.sources.tsdb_http import HttpOptions
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="peerwatch",
@@ -39,18 +43,31 @@ HttpConfigFile = Annotated[
 ]
 
 
-def _http_options(path: Path | None) -> HttpOptions | None:
-    """The ``--http-config-file`` options; a bad file ends the command with its message."""
+def _from_file(load: Callable[[Path], T], path: Path | None) -> T | None:
+    """A configuration file read by ``load``; a bad file ends the command with its message."""
     if path is None:
         return None
-    from peerwatch.service.config import load_http_config
     from peerwatch.service.errors import ConfigError
 
     try:
-        return load_http_config(path)
+        return load(path)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _http_options(path: Path | None) -> HttpOptions | None:
+    """The ``--http-config-file`` options."""
+    from peerwatch.service.config import load_http_config
+
+    return _from_file(load_http_config, path)
+
+
+def _detection(path: Path | None) -> DetectionSettings | None:
+    """The ``--config`` file's detection settings."""
+    from peerwatch.service.config import load_detection
+
+    return _from_file(load_detection, path)
 
 
 @app.callback()
@@ -143,6 +160,14 @@ def analyze(
     start: Annotated[float | None, typer.Option(help="Start of a TSDB read, epoch seconds.")] = None,
     end: Annotated[float | None, typer.Option(help="End of a TSDB read, epoch seconds.")] = None,
     http_config_file: HttpConfigFile = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="YAML whose detection: section sets detector and policy thresholds (docs/settings.md); "
+            "a peerwatch.yaml of serve will do.",
+        ),
+    ] = None,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
@@ -156,6 +181,7 @@ def analyze(
 
     problems = ProblemLog()
     http = _http_options(http_config_file)
+    settings = _detection(config)
     shown = ", ".join(redact_url(i) for i in inputs)  # a URL may carry a password
     with working("reading " + shown):
         frames = load_frames(inputs, step=step, start=start, end=end, problems=problems, http=http)
@@ -165,7 +191,7 @@ def analyze(
             typer.echo(f"  {p}", err=True)
         raise typer.Exit(1)
     with working(f"judging {len(frames)} metric families"):
-        ctx, alarms = analyze_context(frames)
+        ctx, alarms = analyze_context(frames, settings=settings)
     lines = "".join(json.dumps(alarm.as_json()) + "\n" for alarm in alarms)
     if str(out) == "-":
         sys.stdout.write(lines)

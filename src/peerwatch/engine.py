@@ -23,6 +23,7 @@ from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
+from peerwatch.detect.settings import DetectionSettings
 from peerwatch.detect.states import StateDetector
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
@@ -46,18 +47,19 @@ class Detector(Protocol):
     def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
 
 
-def default_detectors() -> list[Detector]:
+def default_detectors(settings: DetectionSettings | None = None) -> list[Detector]:
+    st = settings or DetectionSettings()
     return [
-        PeerDetector(),
-        CounterDetector(),
-        StateDetector(),
-        PresenceDetector(),
-        ClusterDetector(),
-        AgentCheckDetector(),
-        TrainingShapeDetector(),
-        TemporalDetector(),
-        AccumulationDetector(),
-        FailSlowDetector(),
+        PeerDetector(st.peer),
+        CounterDetector(st.counters),
+        StateDetector(st.states),
+        PresenceDetector(st.presence),
+        ClusterDetector(st.cluster),
+        AgentCheckDetector(st.agent),
+        TrainingShapeDetector(st.training),
+        TemporalDetector(st.temporal),
+        AccumulationDetector(st.accumulation),
+        FailSlowDetector(st.failslow),
     ]
 
 
@@ -79,20 +81,22 @@ def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray],
     return kind_of
 
 
-def context_of(frames: Mapping[str, Frame], catalog: Catalog) -> Context:
+def context_of(frames: Mapping[str, Frame], catalog: Catalog, settings: DetectionSettings | None = None) -> Context:
     """Frames prepared for detection, with workload groups."""
-    return _context(frames, catalog, EngineState())
+    return _context(frames, catalog, EngineState(), settings or DetectionSettings())
 
 
-def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) -> Context:
+def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState, settings: DetectionSettings) -> Context:
     """The next chunk's context; ``state``'s nodes, groups and preparations move on to it."""
     known = state.nodes if state.steps else None
     series, nodes = prepare(frames, catalog, known, state.prepared)
     any_frame = next(iter(frames.values()))
     steps = any_frame.steps
-    activity = node_activity({s.frame.name: s for s in series}, len(nodes), steps)
-    groups, state.groups = workload_groups(activity, len(nodes), steps, state.groups, step=any_frame.step)
-    held, state.transitions = held_nodes(activity, groups, any_frame.step, state.transitions)
+    activity = node_activity({s.frame.name: s for s in series}, len(nodes), steps, catalog.roles)
+    groups, state.groups = workload_groups(
+        activity, len(nodes), steps, state.groups, step=any_frame.step, settings=settings.groups
+    )
+    held, state.transitions = held_nodes(activity, groups, any_frame.step, state.transitions, settings.transitions)
     state.nodes = nodes
     return Context(
         series=tuple(series),
@@ -102,6 +106,7 @@ def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) 
         steps=steps,
         groups=groups,
         held=held,
+        roles=catalog.roles,
     )
 
 
@@ -138,17 +143,19 @@ class Engine:
         detectors: Sequence[Detector] | None = None,
         policy: Policy | None = None,
         ignore: Callable[[Finding], bool] | None = None,
+        settings: DetectionSettings | None = None,
     ) -> None:
+        self.settings = settings or DetectionSettings()
         self.catalog = catalog or Catalog.default()
-        self.detectors = list(detectors or default_detectors())
-        self.policy = policy or Policy()
+        self.detectors = list(detectors or default_detectors(self.settings))
+        self.policy = policy or Policy(self.settings.policy)
         self.ignore = ignore  # findings the caller judges elsewhere
         self.state = EngineState()
 
     def scan(self, frames: Mapping[str, Frame]) -> Scan:
         """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
         st = self.state
-        ctx = _context(frames, self.catalog, st)
+        ctx = _context(frames, self.catalog, st, self.settings)
         findings: list[Finding] = []
         for d in self.detectors:
             found, st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
@@ -168,20 +175,30 @@ def detect(ctx: Context, detectors: Sequence[Detector] | None = None) -> list[Fi
 
 
 def analyze_frames(
-    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+    frames: Mapping[str, Frame],
+    *,
+    catalog: Catalog | None = None,
+    policy: Policy | None = None,
+    settings: DetectionSettings | None = None,
 ) -> list[Alarm]:
     """Alarms over aligned frames."""
     if not frames:
         return []
-    return analyze_context(frames, catalog=catalog, policy=policy)[1]
+    return analyze_context(frames, catalog=catalog, policy=policy, settings=settings)[1]
 
 
 def analyze_context(
-    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+    frames: Mapping[str, Frame],
+    *,
+    catalog: Catalog | None = None,
+    policy: Policy | None = None,
+    settings: DetectionSettings | None = None,
 ) -> tuple[Context, list[Alarm]]:
-    """The context of aligned frames (its peer groups among it) and the alarms over it."""
-    ctx = context_of(frames, catalog or Catalog.default())
-    return ctx, (policy or Policy()).decide(ctx, detect(ctx))
+    """The context of aligned frames (its peer groups among it) and the alarms over it; ``settings``
+    are the detectors', the groups' and (unless ``policy`` is given) the policy's thresholds."""
+    st = settings or DetectionSettings()
+    ctx = context_of(frames, catalog or Catalog.default(), st)
+    return ctx, (policy or Policy(st.policy)).decide(ctx, detect(ctx, default_detectors(st)))
 
 
 def load_frames(
@@ -221,8 +238,9 @@ def analyze(
     end: float | None = None,
     now: float | None = None,
     problems: ProblemLog | None = None,
+    settings: DetectionSettings | None = None,
 ) -> list[Alarm]:
     """``peerwatch analyze``: alarms over recorded files, a TSDB or exporters."""
     catalog = Catalog.default()
     frames = load_frames(inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog)
-    return analyze_frames(frames, catalog=catalog)
+    return analyze_frames(frames, catalog=catalog, settings=settings)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from peerwatch.catalog.load import Catalog
+from peerwatch.catalog.roles import Roles
 from peerwatch.catalog.schema import Category, Family, Unit
 from peerwatch.frames import Frame
 from peerwatch.model import BoolArray, FloatArray, SeriesKey
@@ -90,6 +91,7 @@ class Context:
     # (nodes, steps) whether the node takes part in a cluster transition (a job restart, stall or
     # checkpoint) or is settling after one: its soft findings are held (detect/transitions.py)
     held: BoolArray | None = None
+    roles: Roles = field(default_factory=Roles.default)  # the catalogue's roles: which families detectors read
 
     @property
     def timestamps(self) -> FloatArray:
