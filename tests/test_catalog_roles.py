@@ -28,7 +28,7 @@ def _data(name: str) -> str:
 def test_every_role_the_detectors_read_exists_and_names_catalogued_families() -> None:
     roles, catalog = Roles.default(), Catalog.default()
     asked = ASKED | set(LINK_STATES) | set(PCIE) | {cap for _, cap in PCIE.values()}
-    asked |= {role for _, role, _ in FAILSLOW_ROLES} | {TEMPERATURE, *VIOLATIONS}
+    asked |= {role for _, role in FAILSLOW_ROLES} | {TEMPERATURE, *VIOLATIONS}
     assert asked <= set(roles.families_of), asked - set(roles.families_of)
     for role, names in roles.families_of.items():
         for name in names:

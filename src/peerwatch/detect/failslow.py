@@ -26,6 +26,7 @@ power violation time with clocks down, else ``performance_degradation``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,14 +39,14 @@ from peerwatch.detect.states import POWER_BITS, THERMAL_BITS
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
-# (name in evidence, catalogue role (catalog/roles.toml), relative floor of the spread); the CUSUM
-# reads every family of these roles the data has, in this order.
-ROLES: tuple[tuple[str, str, float], ...] = (
-    ("utilisation", "gpu_utilization", 0.02),
-    ("SM activity", "sm_activity", 0.02),
-    ("power", "gpu_power", 0.02),
-    ("SM clock", "sm_clock", 0.01),
-    ("IB throughput", "ib_throughput", 0.02),
+# (name in evidence, catalogue role (catalog/roles.toml)); the CUSUM reads every family of these
+# roles the data has, in this order.
+ROLES: tuple[tuple[str, str], ...] = (
+    ("utilisation", "gpu_utilization"),
+    ("SM activity", "sm_activity"),
+    ("power", "gpu_power"),
+    ("SM clock", "sm_clock"),
+    ("IB throughput", "ib_throughput"),
 )
 CLOCK = 3  # index of the SM clock in ROLES
 TEMPERATURE = "gpu_temperature"  # role: evidence only, in degrees
@@ -57,6 +58,9 @@ REASON_BITS = (THERMAL_BITS, POWER_BITS)
 class FailSlowSettings:
     min_nodes: int = 4  # main-job nodes known at a step for a comparison (8 GPUs of one node are not peers)
     min_roles: int = 2  # families known for a node at a step before it is judged
+    # Least spread of the nodes' offsets per role, as a share: a clock is steadier than utilisation.
+    spread_floors: Mapping[str, float] = field(default_factory=lambda: {"sm_clock": 0.01})
+    spread_floor: float = 0.02  # the same for roles `spread_floors` does not list
     far: float = 0.25  # off by this share on any family: another phase or an outright failure, not fail-slow
     smooth_s: float = 120.0  # time constant of the EWMA of a node's shifts before they are compared
     z_clip: float = 4.0  # per family, in spreads: no one family carries a node alone
@@ -119,7 +123,7 @@ class FailSlowDetector:
         cand = settled(groups, _steps(st.settle_s, ctx.step))[:, lead:] == MAIN
         cand &= cand.sum(axis=0) >= st.min_nodes
         by_name = ctx.by_name()
-        roles = [pooled(by_name, ctx.roles.families(role), cand, st.min_nodes) for _, role, _ in ROLES]
+        roles = [pooled(by_name, ctx.roles.families(role), cand, st.min_nodes) for _, role in ROLES]
         off = np.stack([np.full((n, ctx.steps), np.nan) if r is None else r for r in roles])  # (R, N, T)
         temp = pooled(by_name, ctx.roles.families(TEMPERATURE), cand, st.min_nodes, relative=False)
         temp = np.full((n, ctx.steps), np.nan) if temp is None else temp
@@ -139,7 +143,7 @@ class FailSlowDetector:
         window = _steps(st.level_s, ctx.step)
         moving: BoolArray = cand.sum(axis=0) < st.min_nodes
         by_name = ctx.by_name()
-        for _, role, _ in ROLES:
+        for _, role in ROLES:
             for name in ctx.roles.families(role):
                 if name not in by_name:
                     continue
@@ -199,7 +203,7 @@ class FailSlowDetector:
         learn_min = st.learn_min_s / ctx.step
         alpha = min(1.0, ctx.step / st.learn_s)
         after = _steps(st.after_s, ctx.step)
-        floors = np.array([f for _, _, f in ROLES])
+        floors = np.array([st.spread_floors.get(role, st.spread_floor) for _, role in ROLES])
         usual, taught = grow(state.usual, n, 0.0), grow(state.taught, n, 0.0)
         cusum, last = grow(state.cusum, n, 0.0), grow(state.last, n, np.nan)
         smooth = grow(state.smooth, n, np.nan)
@@ -257,7 +261,7 @@ class FailSlowDetector:
                 hint = "power_throttle"
             else:
                 hint = "performance_degradation"
-            parts = [f"{name} {100 * v:+.1f}%" for (name, _, _), v in zip(ROLES, d[:r], strict=True) if v == v]
+            parts = [f"{name} {100 * v:+.1f}%" for (name, _), v in zip(ROLES, d[:r], strict=True) if v == v]
             if d[r] == d[r]:
                 parts.append(f"temperature {d[r]:+.1f} C")
             mean = float(np.nanmean(d[:r])) if np.any(~np.isnan(d[:r])) else float("nan")

@@ -27,13 +27,12 @@ from peerwatch.diagnose.xid import xid_meaning
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
 # The families read are the catalogue's roles (catalog/roles.toml).
-# role -> (healthy value, hint, score)
-# Sure (>= the policy's 15): a link that left its healthy state is a hard failure, alarmed at once.
+# role -> (healthy value, hint)
 LINK_STATES = {
-    "ib_port_state": (4.0, "ib_link", 16.0),  # 4: ACTIVE
-    "ib_physical_state": (5.0, "ib_link", 16.0),  # 5: LinkUp
-    "network_up": (1.0, "nic_dropout", 16.0),
-    "network_carrier": (1.0, "nic_dropout", 16.0),
+    "ib_port_state": (4.0, "ib_link"),  # 4: ACTIVE
+    "ib_physical_state": (5.0, "ib_link"),  # 5: LinkUp
+    "network_up": (1.0, "nic_dropout"),
+    "network_carrier": (1.0, "nic_dropout"),
 }
 INTERFACE_ROLES = frozenset({"network_up", "network_carrier"})  # per interface: virtual ones are not watched
 # role -> (what, the role of the link's own capability, read from the same exporter where it has one)
@@ -51,6 +50,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StateSettings:
     report: float = 4.0  # scores below are not findings
+    # An IB port's or NIC's link that left its healthy state (having had it): a hard failure, sure
+    # (at least the policy's immediate 15) so that it is alarmed at once.
+    link_down: float = 16.0
     shared: float = 0.2  # a throttle reason shared by this share of peers is the workload, not a fault
     history: int = 20  # steps over which recurring throttling adds up
     busy_util: float = 20.0  # [%] GPU utilisation from which a lower PCIe generation counts (idle GPUs save power)
@@ -124,9 +126,9 @@ class StateDetector:
         roles = ctx.roles
         for s in roles.present("xid", by_name):
             out.extend(self._xid(ctx, s, mem))
-        for role, (healthy, hint, score) in LINK_STATES.items():
+        for role, (healthy, hint) in LINK_STATES.items():
             for s in roles.present(role, by_name):
-                out.extend(self._link(ctx, s, healthy, hint, score, role in INTERFACE_ROLES, mem))
+                out.extend(self._link(ctx, s, healthy, hint, role in INTERFACE_ROLES, mem))
         util = roles.first("gpu_utilization", by_name)
         for role, (what, cap_role) in PCIE.items():
             for s in roles.present(role, by_name):
@@ -175,7 +177,6 @@ class StateDetector:
         s: Series,
         healthy: float,
         hint: str,
-        score: float,
         interfaces: bool,
         mem: StateMemory,
     ) -> list[Finding]:
@@ -195,7 +196,7 @@ class StateDetector:
         return emit(
             ctx,
             s,
-            np.where(down, score, 0.0),
+            np.where(down, self.settings.link_down, 0.0),
             None,
             None,
             self.settings.report,
