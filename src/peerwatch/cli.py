@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -13,7 +14,10 @@ from peerwatch import __version__
 from peerwatch.series_budget import SeriesBudget
 
 if TYPE_CHECKING:
+    from peerwatch.detect.settings import DetectionSettings
     from peerwatch.sources.tsdb_http import HttpOptions
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="peerwatch",
@@ -40,18 +44,31 @@ HttpConfigFile = Annotated[
 ]
 
 
-def _http_options(path: Path | None) -> HttpOptions | None:
-    """The ``--http-config-file`` options; a bad file ends the command with its message."""
+def _from_file(load: Callable[[Path], T], path: Path | None) -> T | None:
+    """A configuration file read by ``load``; a bad file ends the command with its message."""
     if path is None:
         return None
-    from peerwatch.service.config import load_http_config
     from peerwatch.service.errors import ConfigError
 
     try:
-        return load_http_config(path)
+        return load(path)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _http_options(path: Path | None) -> HttpOptions | None:
+    """The ``--http-config-file`` options."""
+    from peerwatch.service.config import load_http_config
+
+    return _from_file(load_http_config, path)
+
+
+def _detection(path: Path | None) -> DetectionSettings | None:
+    """The ``--config`` file's detection settings."""
+    from peerwatch.service.config import load_detection
+
+    return _from_file(load_detection, path)
 
 
 @app.callback()
@@ -160,6 +177,14 @@ def analyze(
     max_series: Annotated[
         int, typer.Option(min=1, help="Series kept in all; those beyond are left out and reported.")
     ] = SeriesBudget.total,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="YAML whose detection: section sets detector and policy thresholds (docs/settings.md); "
+            "a peerwatch.yaml of serve will do.",
+        ),
+    ] = None,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
@@ -174,6 +199,7 @@ def analyze(
 
     problems = ProblemLog()
     http = _http_options(http_config_file)
+    settings = _detection(config)
     shown = ", ".join(redact_url(i) for i in inputs)  # a URL may carry a password
     budget = SeriesBudget(max_series_per_family, max_series_per_input, max_series)
     with working("reading " + shown):
@@ -183,7 +209,7 @@ def analyze(
     alarms: list[Alarm] = []
     longest: Context | None = None  # its peer groups are the ones summed up
     with working("judging"):
-        for ctx, found in analyze_segments(builder):
+        for ctx, found in analyze_segments(builder, settings=settings):
             alarms.extend(found)
             if longest is None or ctx.steps > longest.steps:
                 longest = ctx

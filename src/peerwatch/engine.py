@@ -23,6 +23,7 @@ from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
+from peerwatch.detect.settings import DetectionSettings
 from peerwatch.detect.states import StateDetector
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
@@ -47,18 +48,19 @@ class Detector(Protocol):
     def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
 
 
-def default_detectors() -> list[Detector]:
+def default_detectors(settings: DetectionSettings | None = None) -> list[Detector]:
+    st = settings or DetectionSettings()
     return [
-        PeerDetector(),
-        CounterDetector(),
-        StateDetector(),
-        PresenceDetector(),
-        ClusterDetector(),
-        AgentCheckDetector(),
-        TrainingShapeDetector(),
-        TemporalDetector(),
-        AccumulationDetector(),
-        FailSlowDetector(),
+        PeerDetector(st.peer),
+        CounterDetector(st.counters),
+        StateDetector(st.states),
+        PresenceDetector(st.presence),
+        ClusterDetector(st.cluster),
+        AgentCheckDetector(st.agent),
+        TrainingShapeDetector(st.training),
+        TemporalDetector(st.temporal),
+        AccumulationDetector(st.accumulation),
+        FailSlowDetector(st.failslow),
     ]
 
 
@@ -80,20 +82,28 @@ def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray],
     return kind_of
 
 
-def context_of(frames: Mapping[str, Frame], catalog: Catalog, *, recorded: bool = False) -> Context:
+def context_of(
+    frames: Mapping[str, Frame],
+    catalog: Catalog,
+    settings: DetectionSettings | None = None,
+    *,
+    recorded: bool = False,
+) -> Context:
     """Frames prepared for detection, with workload groups (``recorded``: see Context)."""
-    return replace(_context(frames, catalog, EngineState()), recorded=recorded)
+    return replace(_context(frames, catalog, EngineState(), settings or DetectionSettings()), recorded=recorded)
 
 
-def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) -> Context:
+def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState, settings: DetectionSettings) -> Context:
     """The next chunk's context; ``state``'s nodes, groups and preparations move on to it."""
     known = state.nodes if state.steps else None
     series, nodes = prepare(frames, catalog, known, state.prepared)
     any_frame = next(iter(frames.values()))
     steps = any_frame.steps
-    activity = node_activity({s.frame.name: s for s in series}, len(nodes), steps)
-    groups, state.groups = workload_groups(activity, len(nodes), steps, state.groups, step=any_frame.step)
-    held, state.transitions = held_nodes(activity, groups, any_frame.step, state.transitions)
+    activity = node_activity({s.frame.name: s for s in series}, len(nodes), steps, catalog.roles)
+    groups, state.groups = workload_groups(
+        activity, len(nodes), steps, state.groups, step=any_frame.step, settings=settings.groups
+    )
+    held, state.transitions = held_nodes(activity, groups, any_frame.step, state.transitions, settings.transitions)
     state.nodes = nodes
     return Context(
         series=tuple(series),
@@ -103,6 +113,7 @@ def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState) 
         steps=steps,
         groups=groups,
         held=held,
+        roles=catalog.roles,
     )
 
 
@@ -139,17 +150,19 @@ class Engine:
         detectors: Sequence[Detector] | None = None,
         policy: Policy | None = None,
         ignore: Callable[[Finding], bool] | None = None,
+        settings: DetectionSettings | None = None,
     ) -> None:
+        self.settings = settings or DetectionSettings()
         self.catalog = catalog or Catalog.default()
-        self.detectors = list(detectors or default_detectors())
-        self.policy = policy or Policy()
+        self.detectors = list(detectors or default_detectors(self.settings))
+        self.policy = policy or Policy(self.settings.policy)
         self.ignore = ignore  # findings the caller judges elsewhere
         self.state = EngineState()
 
     def scan(self, frames: Mapping[str, Frame]) -> Scan:
         """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
         st = self.state
-        ctx = _context(frames, self.catalog, st)
+        ctx = _context(frames, self.catalog, st, self.settings)
         findings: list[Finding] = []
         for d in self.detectors:
             found, st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
@@ -169,12 +182,16 @@ def detect(ctx: Context, detectors: Sequence[Detector] | None = None) -> list[Fi
 
 
 def analyze_frames(
-    frames: Mapping[str, Frame], *, catalog: Catalog | None = None, policy: Policy | None = None
+    frames: Mapping[str, Frame],
+    *,
+    catalog: Catalog | None = None,
+    policy: Policy | None = None,
+    settings: DetectionSettings | None = None,
 ) -> list[Alarm]:
     """Alarms over aligned frames."""
     if not frames:
         return []
-    return analyze_context(frames, catalog=catalog, policy=policy)[1]
+    return analyze_context(frames, catalog=catalog, policy=policy, settings=settings)[1]
 
 
 def analyze_context(
@@ -182,11 +199,14 @@ def analyze_context(
     *,
     catalog: Catalog | None = None,
     policy: Policy | None = None,
+    settings: DetectionSettings | None = None,
     recorded: bool = False,
 ) -> tuple[Context, list[Alarm]]:
-    """The context of aligned frames (its peer groups among it) and the alarms over it."""
-    ctx = context_of(frames, catalog or Catalog.default(), recorded=recorded)
-    return ctx, (policy or Policy()).decide(ctx, detect(ctx))
+    """The context of aligned frames (its peer groups among it) and the alarms over it; ``settings``
+    are the detectors', the groups' and (unless ``policy`` is given) the policy's thresholds."""
+    st = settings or DetectionSettings()
+    ctx = context_of(frames, catalog or Catalog.default(), st, recorded=recorded)
+    return ctx, (policy or Policy(st.policy)).decide(ctx, detect(ctx, default_detectors(st)))
 
 
 def read_frames(
@@ -245,7 +265,11 @@ def load_frames(
 
 
 def analyze_segments(
-    builder: FrameBuilder, *, catalog: Catalog | None = None, policy: Policy | None = None
+    builder: FrameBuilder,
+    *,
+    catalog: Catalog | None = None,
+    policy: Policy | None = None,
+    settings: DetectionSettings | None = None,
 ) -> Iterator[tuple[Context, list[Alarm]]]:
     """Each stretch of data judged apart, in time order (a gap is a gap, not an outage): its
     context and alarms. One stretch's frames at a time, so memory follows the largest."""
@@ -255,7 +279,7 @@ def analyze_segments(
         if not any(n for f in frames.values() for n in f.nodes):
             builder.problems.add("input", "no series names a node (node, hostname or instance label): give --node")
             continue
-        yield analyze_context(frames, catalog=catalog, policy=policy, recorded=True)
+        yield analyze_context(frames, catalog=catalog, policy=policy, settings=settings, recorded=True)
 
 
 def analyze(
@@ -266,8 +290,9 @@ def analyze(
     end: float | None = None,
     now: float | None = None,
     problems: ProblemLog | None = None,
+    settings: DetectionSettings | None = None,
 ) -> list[Alarm]:
     """``peerwatch analyze``: alarms over recorded files, a TSDB or exporters."""
     catalog = Catalog.default()
     builder = read_frames(inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog)
-    return [a for _, alarms in analyze_segments(builder, catalog=catalog) for a in alarms]
+    return [a for _, alarms in analyze_segments(builder, catalog=catalog, settings=settings) for a in alarms]

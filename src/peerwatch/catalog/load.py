@@ -19,6 +19,7 @@ from typing import TypeVar
 import numpy.typing as npt
 
 from peerwatch.catalog.classify import RuleSet
+from peerwatch.catalog.roles import Roles
 from peerwatch.catalog.schema import Category, Direction, Family, Unit
 
 COLUMNS = ("name", "exporter", "mtype", "category", "unit", "entity_labels", "bad", "help")
@@ -106,11 +107,12 @@ def parse_families(text: str, source: str) -> tuple[Family, ...]:
 
 
 class Catalog:
-    """Known families by name, and rules for the rest."""
+    """Known families by name, rules for the rest, and the roles detectors read them by."""
 
-    def __init__(self, families: Iterable[Family], rules: RuleSet | None = None) -> None:
+    def __init__(self, families: Iterable[Family], rules: RuleSet | None = None, roles: Roles | None = None) -> None:
         self._by_name = {f.name: f for f in families}
         self.rules = rules if rules is not None else RuleSet.default()
+        self.roles = roles if roles is not None else Roles.default()
 
     @classmethod
     def default(cls) -> Catalog:
@@ -118,10 +120,10 @@ class Catalog:
         return _default_catalog()
 
     @classmethod
-    def from_csv(cls, path: str | Path, rules: RuleSet | None = None) -> Catalog:
+    def from_csv(cls, path: str | Path, rules: RuleSet | None = None, roles: Roles | None = None) -> Catalog:
         """Load a catalogue CSV file (columns as :data:`COLUMNS`)."""
         path = Path(path)
-        return cls(parse_families(path.read_text(encoding="utf-8"), str(path)), rules)
+        return cls(parse_families(path.read_text(encoding="utf-8"), str(path)), rules, roles)
 
     def __len__(self) -> int:
         return len(self._by_name)

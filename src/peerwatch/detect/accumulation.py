@@ -48,13 +48,13 @@ class AccumulationSettings:
     per_decade: float = 1.25  # per decade of the Poisson tail: three in an hour against the floor (1.2e-5) -> 6
     temp_block: float = 900.0  # seconds: the temperature's rise is its newest block's mean minus the oldest's
     temp_blocks: int = 8  # of this many: 1 h 45 min apart
-    temp_quantum: float = 1.0  # degrees: sensors report whole degrees, less is no rise
-    temp_per_degree: float = 1.0
-    temp_cap: float = 3.0
+    temp_quantum: float = 1.0  # [°C] sensors report whole degrees, less is no rise
+    temp_per_degree: float = 1.0  # [score/°C] added per degree the entity's temperature rose against the node's others
+    temp_cap: float = 3.0  # at most this much added by the temperature
     min_entities: int = 4  # entities of a node reporting at a step for its median to count
-    report: float = 4.0
+    report: float = 4.0  # scores below are not findings
     cap: float = 12.0  # a precursor: never the policy's sure 15
-    units: frozenset[Unit] = UNITS
+    units: frozenset[Unit] = UNITS  # catalogue units whose error counters are watched
 
 
 @dataclass

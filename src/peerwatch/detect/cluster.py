@@ -9,7 +9,6 @@ slower) scores nothing, an order of magnitude does.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -23,14 +22,13 @@ from peerwatch.model import Evidence, Finding, FloatArray
 
 # Round-trip time only: queue time is the client's own (checkpoints queue heavily on every client
 # at once, GUIDE 7), and request time includes it.
-NFS_RTT = re.compile(r"^node_mountstats_nfs_operations_response_time_seconds_total$")
 
 
 @dataclass(frozen=True)
 class ClusterSettings:
     baseline: int = 240  # steps of the group's own past that define normal
-    delay: int = 20  # recent steps left out of it
-    min_baseline: int = 20  # fewer past steps: no judgement
+    delay: int = 20  # [steps] recent steps left out of it
+    min_baseline: int = 20  # [steps] fewer past steps: no judgement
     free_ratio: float = 4.0  # slower than usual by up to this factor scores nothing
 
 
@@ -75,9 +73,6 @@ def _lagged_median(m: FloatArray, window: int, delay: int, minimum: int, first: 
     return out
 
 
-NFS_REQUESTS = "node_mountstats_nfs_operations_requests_total"
-
-
 def _labels(s: Series, r: int) -> Hashable:
     return s.frame.keys[r].labels
 
@@ -108,11 +103,12 @@ class ClusterDetector:
         state = state or ClusterState()
         new = ClusterState(dict(state.medians), dict(state.requests))
         out: list[Finding] = []
-        requests = ctx.by_name().get(NFS_REQUESTS)
-        for s in ctx.series:
+        by_name = ctx.by_name()
+        requests = ctx.roles.first("nfs_requests", by_name)
+        for s in ctx.roles.present("nfs_response_time", by_name):
             # No request counts, no latency: only before they first appear (frames never vanish), which
             # the NaN medians a group starts with stand for.
-            if s.family.unit is Unit.nfs_mount and NFS_RTT.match(s.frame.name) and requests is not None:
+            if s.family.unit is Unit.nfs_mount and requests is not None:
                 match = new.requests[s.frame.name] = match_rows(s, requests, _labels, state.requests.get(s.frame.name))
                 out.extend(self._series(ctx, s, per_request(s, requests, match.rows), new.medians))
         return out, new

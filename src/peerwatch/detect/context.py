@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from peerwatch.catalog.load import Catalog
+from peerwatch.catalog.roles import Roles
 from peerwatch.catalog.schema import Category, Family, Unit
 from peerwatch.frames import Frame
 from peerwatch.model import BoolArray, FloatArray, SeriesKey
@@ -93,6 +94,7 @@ class Context:
     # A recording's stretch (engine.analyze_segments): a step where nothing at all reports is a gap
     # in the data, not every node down; live, it is the monitoring gone blind.
     recorded: bool = False
+    roles: Roles = field(default_factory=Roles.default)  # the catalogue's roles: which families detectors read
 
     @property
     def timestamps(self) -> FloatArray:

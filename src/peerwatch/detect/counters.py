@@ -43,8 +43,8 @@ class CounterSettings:
     # are estimated from a finite past; what matters is a rate well beyond the usual one.
     margin: float = 1.5
     shared: float = 0.2  # share of peers increasing together beyond which the move is shared
-    report: float = 2.5
-    discard_weight: float = 0.5
+    report: float = 2.5  # scores below are not findings
+    discard_weight: float = 0.5  # drop counters (discards) score this share of an error counter's score
     discard_cap: float = 4.0  # drops alone never open: rx and tx together fuse to 5, below open_score 6
     min_peers: int = 4  # fewer rows of one peer key: no peer base rate
 

@@ -26,6 +26,7 @@ power violation time with clocks down, else ``performance_degradation``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,28 +35,22 @@ from peerwatch.detect.context import Context, IntArray
 from peerwatch.detect.groups import MAIN, rolling_median, settled
 from peerwatch.detect.node_offsets import group_level, node_share, pooled
 from peerwatch.detect.peer import column_quantile
-from peerwatch.detect.states import POWER_BITS, THERMAL_BITS, THROTTLE_FAMILIES
+from peerwatch.detect.states import POWER_BITS, THERMAL_BITS
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
-# (name in evidence, families, relative floor of the spread); the CUSUM reads these, in this order.
-ROLES: tuple[tuple[str, tuple[str, ...], float], ...] = (
-    ("utilisation", ("DCGM_FI_DEV_GPU_UTIL", "all_smi_gpu_utilization"), 0.02),
-    ("SM activity", ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"), 0.02),
-    ("power", ("DCGM_FI_DEV_POWER_USAGE", "all_smi_gpu_power_consumption_watts"), 0.02),
-    ("SM clock", ("DCGM_FI_DEV_SM_CLOCK", "all_smi_gpu_frequency_mhz"), 0.01),
-    (
-        "IB throughput",
-        ("node_infiniband_port_data_received_bytes_total", "node_infiniband_port_data_transmitted_bytes_total"),
-        0.02,
-    ),
+# (name in evidence, catalogue role (catalog/roles.toml)); the CUSUM reads every family of these
+# roles the data has, in this order.
+ROLES: tuple[tuple[str, str], ...] = (
+    ("utilisation", "gpu_utilization"),
+    ("SM activity", "sm_activity"),
+    ("power", "gpu_power"),
+    ("SM clock", "sm_clock"),
+    ("IB throughput", "ib_throughput"),
 )
 CLOCK = 3  # index of the SM clock in ROLES
-TEMPERATURE = ("DCGM_FI_DEV_GPU_TEMP", "all_smi_gpu_temperature_celsius")  # evidence only, in degrees
-VIOLATIONS = (
-    ("DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_NS"),
-    ("DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN_NS"),
-)
+TEMPERATURE = "gpu_temperature"  # role: evidence only, in degrees
+VIOLATIONS = ("thermal_violation", "power_violation")  # roles: time throttled, in REASON_BITS' order
 REASON_BITS = (THERMAL_BITS, POWER_BITS)
 
 
@@ -63,6 +58,9 @@ REASON_BITS = (THERMAL_BITS, POWER_BITS)
 class FailSlowSettings:
     min_nodes: int = 4  # main-job nodes known at a step for a comparison (8 GPUs of one node are not peers)
     min_roles: int = 2  # families known for a node at a step before it is judged
+    # Least spread of the nodes' offsets per role, as a share: a clock is steadier than utilisation.
+    spread_floors: Mapping[str, float] = field(default_factory=lambda: {"sm_clock": 0.01})
+    spread_floor: float = 0.02  # the same for roles `spread_floors` does not list
     far: float = 0.25  # off by this share on any family: another phase or an outright failure, not fail-slow
     smooth_s: float = 120.0  # time constant of the EWMA of a node's shifts before they are compared
     z_clip: float = 4.0  # per family, in spreads: no one family carries a node alone
@@ -79,8 +77,8 @@ class FailSlowSettings:
     reason_s: float = 600.0  # throttle reasons counted over this long
     reason_share: float = 0.1  # of the node's GPU-steps with a reason, beyond the group's usual share
     clock_drop: float = 0.02  # the node's SM clocks this far under their usual offset
-    hot: float = 3.0  # degrees above the node's usual offset
-    report: float = 4.0
+    hot: float = 3.0  # [°C] above the node's usual offset
+    report: float = 4.0  # scores below are not findings
     cap: float = 12.0  # a suspicion, never the policy's sure 15
 
 
@@ -125,9 +123,9 @@ class FailSlowDetector:
         cand = settled(groups, _steps(st.settle_s, ctx.step))[:, lead:] == MAIN
         cand &= cand.sum(axis=0) >= st.min_nodes
         by_name = ctx.by_name()
-        roles = [pooled(by_name, names, cand, st.min_nodes) for _, names, _ in ROLES]
+        roles = [pooled(by_name, ctx.roles.families(role), cand, st.min_nodes) for _, role in ROLES]
         off = np.stack([np.full((n, ctx.steps), np.nan) if r is None else r for r in roles])  # (R, N, T)
-        temp = pooled(by_name, TEMPERATURE, cand, st.min_nodes, relative=False)
+        temp = pooled(by_name, ctx.roles.families(TEMPERATURE), cand, st.min_nodes, relative=False)
         temp = np.full((n, ctx.steps), np.nan) if temp is None else temp
         moving = self._moving(ctx, state, cand)
         far = np.any(np.abs(np.nan_to_num(off)) >= st.far, axis=0)
@@ -145,8 +143,8 @@ class FailSlowDetector:
         window = _steps(st.level_s, ctx.step)
         moving: BoolArray = cand.sum(axis=0) < st.min_nodes
         by_name = ctx.by_name()
-        for _, names, _ in ROLES:
-            for name in names:
+        for _, role in ROLES:
+            for name in ctx.roles.families(role):
                 if name not in by_name:
                     continue
                 level = group_level(by_name[name], cand)[None, :]
@@ -165,15 +163,11 @@ class FailSlowDetector:
         now = np.full((2, n, ctx.steps), np.nan)
         for i in range(2):
             shares = []
-            for name in THROTTLE_FAMILIES:
-                if name in by_name:
-                    s = by_name[name]
-                    bits = np.nan_to_num(s.values, nan=0.0).astype(np.int64)
-                    shares.append(node_share(s, (bits & REASON_BITS[i]) != 0, n))
-            for name in VIOLATIONS[i]:
-                if name in by_name:
-                    s = by_name[name]
-                    shares.append(node_share(s, np.nan_to_num(s.values, nan=0.0) > 0, n))
+            for s in ctx.roles.present("throttle_reasons", by_name):
+                bits = np.nan_to_num(s.values, nan=0.0).astype(np.int64)
+                shares.append(node_share(s, (bits & REASON_BITS[i]) != 0, n))
+            for s in ctx.roles.present(VIOLATIONS[i], by_name):
+                shares.append(node_share(s, np.nan_to_num(s.values, nan=0.0) > 0, n))
             if shares:
                 share = np.fmax.reduce(np.stack(shares))
                 typical = column_quantile(np.where(cand, share, np.nan), 0.5)
@@ -209,7 +203,7 @@ class FailSlowDetector:
         learn_min = st.learn_min_s / ctx.step
         alpha = min(1.0, ctx.step / st.learn_s)
         after = _steps(st.after_s, ctx.step)
-        floors = np.array([f for _, _, f in ROLES])
+        floors = np.array([st.spread_floors.get(role, st.spread_floor) for _, role in ROLES])
         usual, taught = grow(state.usual, n, 0.0), grow(state.taught, n, 0.0)
         cusum, last = grow(state.cusum, n, 0.0), grow(state.last, n, np.nan)
         smooth = grow(state.smooth, n, np.nan)
@@ -267,7 +261,7 @@ class FailSlowDetector:
                 hint = "power_throttle"
             else:
                 hint = "performance_degradation"
-            parts = [f"{name} {100 * v:+.1f}%" for (name, _, _), v in zip(ROLES, d[:r], strict=True) if v == v]
+            parts = [f"{name} {100 * v:+.1f}%" for (name, _), v in zip(ROLES, d[:r], strict=True) if v == v]
             if d[r] == d[r]:
                 parts.append(f"temperature {d[r]:+.1f} C")
             mean = float(np.nanmean(d[:r])) if np.any(~np.isnan(d[:r])) else float("nan")

@@ -18,23 +18,25 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from peerwatch.catalog.roles import Roles
 from peerwatch.detect.comove import TrackState, column_median, reference, rolling_mean, tracks
 from peerwatch.detect.context import IntArray, Series
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import FloatArray
 
-# GPU activity families in order of preference (percent, or a 0-1 ratio scaled to percent).
-ACTIVITY = (("DCGM_FI_DEV_GPU_UTIL", 1.0), ("all_smi_gpu_utilization", 1.0), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100.0))
 IDLE, MAIN, OTHER, LONE, UNKNOWN = 0, 1, 2, 3, -1
 COMPARED = (MAIN, OTHER)  # the groups whose nodes are peers of one another
 
 
-def node_activity(series: Mapping[str, Series], n_nodes: int, steps: int) -> FloatArray | None:
-    """Mean GPU activity per node and step (percent), NaN where unknown; None without GPU data."""
-    for name, scale in ACTIVITY:
-        s = series.get(name)
-        if s is None:
-            continue
+def node_activity(
+    series: Mapping[str, Series], n_nodes: int, steps: int, roles: Roles | None = None
+) -> FloatArray | None:
+    """Mean GPU activity per node and step (percent), NaN where unknown; None without GPU data.
+
+    The first family of the ``activity`` role the data has (catalog/roles.toml), scaled to percent."""
+    roles = roles or Roles.default()
+    for s in roles.present("activity", series):
+        scale = roles.scale(s.frame.name)
         ok = s.node_index >= 0
         total = np.zeros((n_nodes, steps))
         count = np.zeros((n_nodes, steps))
@@ -70,7 +72,7 @@ def rolling_median(x: FloatArray, window: int, steps: int | None = None, cells: 
 class GroupSettings:
     """How nodes are put into peer groups (durations in seconds, turned into steps of the grid)."""
 
-    idle_below: float = 10.0  # activity % under which a node does no work worth comparing
+    idle_below: float = 10.0  # [%] activity under which a node does no work worth comparing
     level_s: float = 3600.0  # a node's working level: the median over this long (it falls in half that) ...
     fast_s: float = 180.0  # ... or over this short a time, whichever is higher (taking up work shows at once)
     smooth_s: float = 120.0  # activity averaged over this long (4 scrapes at least) before it is compared
@@ -80,8 +82,8 @@ class GroupSettings:
     # `tolerance` points and its mean distance at most `spread` times the job's typical node's (and
     # at least `floor` points).
     tolerance: float = 12.0
-    spread: float = 2.0
-    floor: float = 4.0
+    spread: float = 2.0  # times the job's typical node's mean distance to its median
+    floor: float = 4.0  # [%] the least distance allowed, however tight the job
     min_nodes: int = 4  # a second job is real only with this many nodes tracking its median ...
     second_strict: float = 0.5  # ... this much closer in their moves (no majority anchors it)
 

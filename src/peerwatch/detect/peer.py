@@ -15,6 +15,7 @@ of one entity (a GPU that always runs 5 C hotter) is learnt from its own past an
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,8 +46,7 @@ COMPARED = frozenset(
 )
 
 
-# Smallest deviation worth a z of 1, as a share of the peer median: clocks and temperatures are
-# steady across healthy peers, so a few per cent already matters; traffic and load swing more.
+# The default of PeerSettings.rel_floors; traffic and load swing more than clocks and temperatures.
 REL_FLOOR = {
     Category.clock: 0.01,
     Category.temperature: 0.02,
@@ -74,7 +74,10 @@ def counts_events(s: Series) -> bool:
 class PeerSettings:
     min_peers: int = 4  # fewer series present at a step: no comparison
     min_nodes: int = 4  # a workload group of fewer nodes is not compared (8 GPUs of one node are not peers)
-    rel_floor: float = 0.05  # for categories REL_FLOOR does not list
+    # Smallest deviation worth a z of 1, as a share of the peer median, per catalogue category:
+    # clocks and temperatures are steady across healthy peers, so a few per cent already matters.
+    rel_floors: Mapping[Category, float] = field(default_factory=lambda: dict(REL_FLOOR))
+    rel_floor: float = 0.05  # the same for categories `rel_floors` does not list
     offset_window: int = 120  # steps of own history that define an entity's usual offset
     offset_min: int = 10  # compared steps in that window before the offset is known (and the series judged)
     offset_delay: int = 20  # recent steps left out of it, so a new fault is not learnt as normal
@@ -82,9 +85,9 @@ class PeerSettings:
     offset_blocks: int = 8  # the window's blocks (15 steps each), the units the offset is robust over
     offset_rounds: int = 4  # refinements of the learnt offset (each can move it by clip x scale)
     report: float = 4.0  # scores below are not findings
-    warmup: int = 30  # first steps of a run, before usual offsets are known: no findings
+    warmup: int = 30  # [steps] first steps of a run, before usual offsets are known: no findings
     settle: int = 10  # steps after a node changes workload group before it is compared again
-    sustain: int = 3  # a deviation counts at the median of the last this many steps
+    sustain: int = 3  # [steps] a deviation counts at the median of the last this many steps
     count_floor: float = 1.0  # least expected count per step in the Poisson floor: one event is the resolution
 
 
@@ -334,7 +337,7 @@ class PeerDetector:
         node_of = np.maximum(s.node_index, 0)
         groups_all = np.where(s.node_index[:, None] >= 0, compared[node_of], -1)  # (rows, look-back + steps)
         groups = groups_all[:, groups_all.shape[1] - ctx.steps :]
-        rel = REL_FLOOR.get(s.family.category)
+        rel = st.rel_floors.get(s.family.category)
         scales = np.full((keys, GROUPS, ctx.steps), np.nan)
         quantum = self._quantum(ctx, s, past)
         _, med, _ = peer_z(s.values, s.peer_key, groups, st, rel, past.usual, scales, quantum)

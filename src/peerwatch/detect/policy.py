@@ -48,20 +48,20 @@ NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are ne
 
 @dataclass(frozen=True)
 class PolicySettings:
-    open_score: float = 6.0
-    k: int = 6  # continuity: k of the last n steps (3 of 4 minutes, like Minder's 4-minute rule)
-    n: int = 8
+    open_score: float = 6.0  # a step's fused score at least this counts towards continuity
+    k: int = 6  # [steps] continuity: k of the last n steps (3 of 4 minutes, like Minder's 4-minute rule)
+    n: int = 8  # [steps] ... the steps of the continuity window
     immediate: float = 15.0  # a sure finding this strong opens an incident at once
     # Error counters already integrate recurrence over their window: two increases on one entity
     # within it (a score of 6) open at once, without a second continuity wait.
     counter_open: float = 6.0
-    close_score: float = 4.0
+    close_score: float = 4.0  # a step's fused score under this is a quiet step
     quiet: int = 20  # steps below close_score before an incident resolves
-    quiet_sure: int = 60  # the same after a sure or strong failure: a failed node stays failed
+    quiet_sure: int = 60  # [steps] the same after a sure or strong failure: a failed node stays failed
     shared_share: float = 0.15  # findings on one signal at this share of a group's nodes are shared
-    shared_min: int = 3
-    others_weight: float = 0.25
-    evidence: int = 8
+    shared_min: int = 3  # ... and at least this many nodes
+    others_weight: float = 0.25  # share of a node's other findings' scores added to its best (at most doubling it)
+    evidence: int = 8  # evidence items kept in an alarm
     diagnose_within: int = 20  # steps after opening whose findings decide the diagnosis
     storage_after: int = 20  # steps after the NFS server was last seen slow that clients' NFS findings are its
 

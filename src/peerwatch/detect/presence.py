@@ -28,7 +28,7 @@ class PresenceSettings:
 
     memory: int = 120  # steps for which something seen is expected to go on reporting
     exporter_per_step: float = 1.5  # 4 silent steps (2 min) reach 6
-    node_per_step: float = 7.5
+    node_per_step: float = 7.5  # a node silent as a whole: the second silent step reaches 15
     gpu_per_step: float = 7.5  # the second silent step reaches 15: alarmed within 2 steps
     blind_share: float = 0.5  # this share of nodes silent at once: the monitoring, not the nodes
 

@@ -26,39 +26,36 @@ from peerwatch.detect.stream import grow
 from peerwatch.diagnose.xid import xid_meaning
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
-XID_FAMILIES = ("DCGM_FI_DEV_XID_ERRORS", "dcgm_xid_errors")
-# family -> (healthy value, hint, score)
-# Sure (>= the policy's 15): a link that left its healthy state is a hard failure, alarmed at once.
+# The families read are the catalogue's roles (catalog/roles.toml).
+# role -> (healthy value, hint)
 LINK_STATES = {
-    "node_infiniband_state_id": (4.0, "ib_link", 16.0),  # 4: ACTIVE
-    "node_infiniband_physical_state_id": (5.0, "ib_link", 16.0),  # 5: LinkUp
-    "node_network_up": (1.0, "nic_dropout", 16.0),
-    "node_network_carrier": (1.0, "nic_dropout", 16.0),
+    "ib_port_state": (4.0, "ib_link"),  # 4: ACTIVE
+    "ib_physical_state": (5.0, "ib_link"),  # 5: LinkUp
+    "network_up": (1.0, "nic_dropout"),
+    "network_carrier": (1.0, "nic_dropout"),
 }
-# family -> (what, the family of the link's own capability, if the exporter has one)
-PCIE = {
-    "DCGM_FI_DEV_PCIE_LINK_GEN": ("gen", "DCGM_FI_DEV_PCIE_MAX_LINK_GEN"),
-    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("width", "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH"),
-    "all_smi_gpu_pcie_gen_current": ("gen", None),
-    "all_smi_gpu_pcie_width_current": ("width", None),
-}
+INTERFACE_ROLES = frozenset({"network_up", "network_carrier"})  # per interface: virtual ones are not watched
+# role -> (what, the role of the link's own capability, read from the same exporter where it has one)
+PCIE = {"pcie_generation": ("gen", "pcie_max_generation"), "pcie_width": ("width", "pcie_max_width")}
 # Values a GPU's PCIe link can report: generations 1-7; widths x1 to x16 (no GPU has a wider link).
 PCIE_POSSIBLE = {"gen": frozenset(range(1, 8)), "width": frozenset({1, 2, 4, 8, 16})}
 PCIE_VALUES = max(max(v) for v in PCIE_POSSIBLE.values()) + 1  # bins of the running counts of possible values
 MODEL_LABELS = ("modelName", "model_name", "gpu_model", "model")
-# clock throttle / event reason bits (NVML): which count as thermal and which as power
-THROTTLE_FAMILIES = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+# clock throttle / event reason bits (NVML, role throttle_reasons): which count as thermal and which as power
 THERMAL_BITS = 0x20 | 0x40  # SW thermal slowdown, HW thermal slowdown
 POWER_BITS = 0x80 | 0x08  # HW power brake, HW slowdown
-BUSY_UTIL = 20.0
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class StateSettings:
-    report: float = 4.0
+    report: float = 4.0  # scores below are not findings
+    # An IB port's or NIC's link that left its healthy state (having had it): a hard failure, sure
+    # (at least the policy's immediate 15) so that it is alarmed at once.
+    link_down: float = 16.0
     shared: float = 0.2  # a throttle reason shared by this share of peers is the workload, not a fault
     history: int = 20  # steps over which recurring throttling adds up
+    busy_util: float = 20.0  # [%] GPU utilisation from which a lower PCIe generation counts (idle GPUs save power)
 
 
 @dataclass
@@ -126,19 +123,20 @@ class StateDetector:
         mem = state.copy() if state is not None else StateMemory()
         by_name = ctx.by_name()
         out: list[Finding] = []
-        for name in XID_FAMILIES:
-            if name in by_name:
-                out.extend(self._xid(ctx, by_name[name], mem))
-        for name, (healthy, hint, score) in LINK_STATES.items():
-            if name in by_name:
-                out.extend(self._link(ctx, by_name[name], healthy, hint, score, mem))
-        util = by_name.get("DCGM_FI_DEV_GPU_UTIL") or by_name.get("all_smi_gpu_utilization")
-        for name, (what, cap) in PCIE.items():
-            if name in by_name:
-                out.extend(self._pcie(ctx, by_name[name], what, by_name.get(cap or ""), util, mem))
-        for name in THROTTLE_FAMILIES:
-            if name in by_name:
-                out.extend(self._throttle(ctx, by_name[name], mem))
+        roles = ctx.roles
+        for s in roles.present("xid", by_name):
+            out.extend(self._xid(ctx, s, mem))
+        for role, (healthy, hint) in LINK_STATES.items():
+            for s in roles.present(role, by_name):
+                out.extend(self._link(ctx, s, healthy, hint, role in INTERFACE_ROLES, mem))
+        util = roles.first("gpu_utilization", by_name)
+        for role, (what, cap_role) in PCIE.items():
+            for s in roles.present(role, by_name):
+                caps = roles.present(cap_role, by_name)
+                cap = next((c for c in caps if c.family.exporter == s.family.exporter), None)
+                out.extend(self._pcie(ctx, s, what, cap, util, mem))
+        for s in roles.present("throttle_reasons", by_name):
+            out.extend(self._throttle(ctx, s, mem))
         mem.steps += ctx.steps
         return out, mem
 
@@ -174,12 +172,19 @@ class StateDetector:
         return out
 
     def _link(
-        self, ctx: Context, s: Series, healthy: float, hint: str, score: float, mem: StateMemory
+        self,
+        ctx: Context,
+        s: Series,
+        healthy: float,
+        hint: str,
+        interfaces: bool,
+        mem: StateMemory,
     ) -> list[Finding]:
+        """``interfaces``: the family is per network interface (containers' and loopback are not watched)."""
         v, name = s.values, s.frame.name
         keep = mem.watched.get(name, np.zeros(0, dtype=bool))
         if keep.size < v.shape[0]:  # rows new to the run: is each an interface worth watching
-            by_interface = bool(s.family.entity_labels) and name.startswith("node_network_")
+            by_interface = bool(s.family.entity_labels) and interfaces
             more = [
                 not by_interface or interface_type(c.removeprefix("net/")) not in ("container", "loopback")
                 for c in s.components[keep.size :]
@@ -191,7 +196,7 @@ class StateDetector:
         return emit(
             ctx,
             s,
-            np.where(down, score, 0.0),
+            np.where(down, self.settings.link_down, 0.0),
             None,
             None,
             self.settings.report,
@@ -206,7 +211,7 @@ class StateDetector:
         v, name = s.values, s.frame.name
         possible = np.isin(np.nan_to_num(v, nan=-1.0), list(PCIE_POSSIBLE[what]))
         self._note_impossible(ctx, s, ~possible & ~np.isnan(v), what, mem)
-        counted = possible & (_busy(s, util, mem) if what == "gen" else True)
+        counted = possible & (_busy(s, util, mem, self.settings.busy_util) if what == "gen" else True)
         # What most links of the same model report (busy, for the generation), counted causally.
         models = self._models(s, mem)
         n_models = len(mem.model_ids)
@@ -278,11 +283,11 @@ class StateDetector:
         return out
 
 
-def _busy(s: Series, util: Series | None, mem: StateMemory) -> BoolArray:
+def _busy(s: Series, util: Series | None, mem: StateMemory, busy_util: float) -> BoolArray:
     """Whether each GPU series' GPU is busy at each step (unknown counts as not busy)."""
     if util is None:
         return np.zeros(s.values.shape, dtype=bool)
     match = mem.util_rows[s.frame.name] = match_rows(s, util, _gpu, mem.util_rows.get(s.frame.name))
     rows = match.rows
     u = np.where(rows[:, None] >= 0, util.values[np.maximum(rows, 0)], np.nan)
-    return np.nan_to_num(u, nan=0.0) >= BUSY_UTIL
+    return np.nan_to_num(u, nan=0.0) >= busy_util

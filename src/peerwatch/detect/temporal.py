@@ -57,17 +57,17 @@ class TemporalSettings:
     blocks: int = 8  # per window: 7.5 min (22.5 min) each, long enough to average scrapes out
     concordance: int = 20  # Mann-Kendall S of 8 blocks (28 pairs): one-sided p < 1%; one step gives <= 19
     max_jump: float = 0.4  # a single block-to-block rise above this share of the whole is a step
-    steady: float = 5.0  # degrees the node's level may move within a window (offsets scale with load)
-    quantum: float = 1.0  # degrees: sensors report whole degrees, so one is the smallest real unit
+    steady: float = 5.0  # [°C] the node's level may move within a window (offsets scale with load)
+    quantum: float = 1.0  # [°C] sensors report whole degrees, so one is the smallest real unit
     per_unit: float = 2.0  # score per unit of rise: 2 units (2 C) report, 3 (3 C) reach the policy's 6
     despike: int = 5  # steps of running median before block means
     # The node's working level: the 90th percentile of its median over the last 30 min. Checkpoints,
     # evals and restarts are cooler than work: steps more than `steady` off it are left out, and a
     # longer change of load fails the window's steadiness instead.
-    settle: float = 1800.0
-    settle_q: float = 0.9
+    settle: float = 1800.0  # [s] over which the working level is taken (see above)
+    settle_q: float = 0.9  # quantile of the node's median over `settle` that is its working level
     min_entities: int = 4  # entities of the node reporting at a step for its median to count
-    report: float = 4.0
+    report: float = 4.0  # scores below are not findings
     cap: float = 12.0  # a drift alone is a suspicion: never the policy's sure 15, nor a critical 20
 
 

@@ -8,7 +8,9 @@ fails when one is missing there.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -27,6 +29,7 @@ from pydantic import (
 
 from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule
 from peerwatch.act.remediation import PRESETS, Command, check_shell, check_template
+from peerwatch.detect.settings import DetectionSettings
 from peerwatch.redact import redact_url as redact_url  # re-exported: postgres_store imports it from here
 from peerwatch.service.errors import ConfigError
 from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions, tenant_url
@@ -434,6 +437,18 @@ class RemediationConfig(Settings):
         return PRESETS[self.preset].get(template, ()) if self.preset else ()
 
 
+def _strict_parts(cls: type[Any]) -> None:
+    """The detection settings are the detectors' own frozen dataclasses: validated as sections like
+    the rest (unknown keys rejected) without the detectors depending on pydantic."""
+    cls.__pydantic_config__ = ConfigDict(extra="forbid", frozen=True)
+    for kind in typing.get_type_hints(cls).values():
+        if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+            _strict_parts(kind)
+
+
+_strict_parts(DetectionSettings)
+
+
 class ServiceConfig(Settings):
     source: SourceConfig
     step: Duration = 30.0
@@ -448,6 +463,7 @@ class ServiceConfig(Settings):
     spares: list[str] = Field(default_factory=list)
     remediation: RemediationConfig | None = None
     clock: ClockConfig | None = None
+    detection: DetectionSettings = Field(default_factory=DetectionSettings)  # docs/settings.md
 
     @model_validator(mode="after")
     def _spare_names(self) -> ServiceConfig:
@@ -489,6 +505,31 @@ def load_config(path: Path) -> ServiceConfig:
     return config_from_dict(data if data is not None else {}, str(path), path.resolve().parent)
 
 
+class AnalyzeConfig(BaseModel):
+    """``analyze --config``: the ``detection:`` section; peerwatch.yaml's other sections are allowed
+    (one file serves both commands) and not read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    detection: DetectionSettings = Field(default_factory=DetectionSettings)
+
+
+_SERVICE_ONLY = frozenset(ServiceConfig.model_fields) - {"detection"}
+
+
+def load_detection(path: Path) -> DetectionSettings:
+    """The detection settings of a YAML file's ``detection:`` section (defaults for what it omits)."""
+    data = _read_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    try:
+        own = AnalyzeConfig.model_validate({k: v for k, v in data.items() if k not in _SERVICE_ONLY})
+    except ValidationError as exc:
+        raise ConfigError("\n".join(f"{path}: {_path(e['loc'])}: {_message(e)}" for e in exc.errors())) from None
+    return own.detection
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
@@ -514,7 +555,7 @@ def _path(loc: tuple[int | str, ...]) -> str:
 
 
 def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
+    if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         return "unknown setting"
     if error["type"] == "missing":
         return "required setting missing"

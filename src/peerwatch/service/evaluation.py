@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.policy import Policy
+from peerwatch.detect.settings import DetectionSettings
 from peerwatch.engine import Engine, kind_by_catalog
 from peerwatch.model import Alarm
 from peerwatch.service.buffer import SampleBuffer
@@ -53,13 +54,17 @@ class Evaluator:
         window: float,
         node_labels: tuple[str, ...],
         catalog: Catalog | None = None,
+        settings: DetectionSettings | None = None,
     ) -> None:
         self.step, self.window = step, window
         self.catalog = catalog or Catalog.default()
-        self.policy = Policy()
+        settings = settings or DetectionSettings()
+        self.policy = Policy(settings.policy)
         # The service judges its own sight (blind.py) from the source itself; the engine's reading
         # of "everything silent at once" in the data would be the same incident twice.
-        self.engine = Engine(self.catalog, policy=self.policy, ignore=lambda f: f.hint == "monitoring_blind")
+        self.engine = Engine(
+            self.catalog, policy=self.policy, ignore=lambda f: f.hint == "monitoring_blind", settings=settings
+        )
         self.frames = ChunkFrames(
             step,
             kind_of=kind_by_catalog(self.catalog),

@@ -81,7 +81,7 @@ class Service:
         self.clock = clock or make_clock(config.clock, self.store)
         self.source = source or make_source(config, self.clock, extra_targets)
         self.buffer = SampleBuffer(config.window + 2 * config.step)
-        self.evaluator = Evaluator(config.step, config.window, tuple(config.node_labels))
+        self.evaluator = Evaluator(config.step, config.window, tuple(config.node_labels), settings=config.detection)
         api_url = config.api.url or f"http://{config.api.listen}"
         self.sink = AlertmanagerSink(config.alertmanager, self.clock, api_url) if config.alertmanager else None
         self.writeback = WriteBack(config.writeback) if config.writeback else None

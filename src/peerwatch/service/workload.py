@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from peerwatch.detect.context import Context
-from peerwatch.detect.groups import ACTIVITY, IDLE, LONE, MAIN, OTHER
+from peerwatch.detect.groups import IDLE, LONE, MAIN, OTHER
 
 LONE_KIND = "own work, compared with no node"
 KINDS = ((MAIN, "busy"), (OTHER, "other job"), (IDLE, "idle"), (LONE, LONE_KIND))
@@ -44,7 +44,7 @@ def groups_at_end(ctx: Context) -> dict[str, WorkloadGroup]:
         return {}
     last = ctx.groups[:, -1]
     names = ctx.by_name()
-    has_activity = any(name in names for name, _ in ACTIVITY)
+    has_activity = ctx.roles.first("activity", names) is not None
     present = [(code, kind if has_activity else NO_ACTIVITY) for code, kind in KINDS if np.any(last == code)]
     groups = {
         code: WorkloadGroup(i, len(present), int(np.count_nonzero(last == code)), kind)
