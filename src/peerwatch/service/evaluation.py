@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.policy import Policy
 from peerwatch.engine import Engine, kind_by_catalog
+from peerwatch.framer import Framer
 from peerwatch.model import Alarm
 from peerwatch.service.buffer import SampleBuffer
-from peerwatch.service.chunks import ChunkFrames
+from peerwatch.service.cells import LiveCells
 from peerwatch.service.history import FrameHistory
 from peerwatch.service.memory import trim
 from peerwatch.service.workload import WorkloadGroup, groups_at_end
@@ -57,10 +58,9 @@ class Evaluator:
         self.step, self.window = step, window
         self.catalog = catalog or Catalog.default()
         self.policy = Policy()
-        # The service judges its own sight (blind.py) from the source itself; the engine's reading
-        # of "everything silent at once" in the data would be the same incident twice.
-        self.engine = Engine(self.catalog, policy=self.policy, ignore=lambda f: f.hint == "monitoring_blind")
-        self.frames = ChunkFrames(
+        self.engine = Engine(self.catalog, policy=self.policy)
+        self.cells = LiveCells(step)
+        self.framer = Framer(
             step,
             kind_of=kind_by_catalog(self.catalog),
             node_labels=node_labels,
@@ -95,7 +95,8 @@ class Evaluator:
             return None
         scan = None
         for a in range(first, last + 1, CHUNK_STEPS):
-            frames = self.frames.frames(buffer, a, min(a + CHUNK_STEPS - 1, last), now)
+            b = min(a + CHUNK_STEPS - 1, last)
+            frames = self.framer.frames(a, b - a + 1, self.cells.cells(buffer, a, b, now))
             if frames:
                 scan = self.engine.scan(frames)
                 self.history.add(frames)
@@ -118,7 +119,7 @@ class Evaluator:
             nodes=scan.ctx.nodes,
             alarms=tuple(sorted(alarms.values(), key=lambda a: (a.ts, a.node))),
             scores=dict(scores),
-            series=self.frames.series,
+            series=self.framer.series,
             seconds=time.perf_counter() - t0,
             groups=groups_at_end(scan.ctx),
         )
