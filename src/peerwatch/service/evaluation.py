@@ -1,7 +1,9 @@
 """The live evaluation: each new step's samples through the streamed engine, into alarms and latest scores.
 
-The same stages as ``peerwatch analyze`` (``engine.Engine`` runs the detectors and the policy with
-their state carried, detect/stream.py), so a step is judged once, in the time its own samples
+The same stages as ``peerwatch analyze``: the buffer's cells (cells.py) through the one framer
+(framer.py) into ``engine.Engine``, which runs the detectors and the policy with their state
+carried (detect/stream.py); fed a recording step by step it raises exactly ``analyze``'s alarms
+(tests/test_pipeline_parity.py). A step is judged once, in the time its own samples
 take, not by re-running the engine over a window. The first evaluation judges every step the
 buffer holds (a TSDB source's first reads are the window: the engine starts with that history).
 """
