@@ -50,17 +50,18 @@ def live(path: Path) -> list[Alarm]:
 
 
 def test_every_fault_kind_streamed_step_by_step_gives_exactly_the_alarms_of_analyze(tmp_path: Path) -> None:
-    nodes = 12
+    nodes = 10
     kinds = list(KINDS)
     faults = tuple(
         FaultRequest(kind, node=f"gpu{i % (nodes - 2) + 1:03d}", at=0.15 + 0.75 * i / len(kinds))
         for i, kind in enumerate(kinds)
     )
-    write_recording(simulate(Scenario("every_kind", default_spec(nodes), hours=1.0, seed=5, faults=faults)), tmp_path)
+    write_recording(simulate(Scenario("every_kind", default_spec(nodes), hours=0.75, seed=5, faults=faults)), tmp_path)
     path = tmp_path / "metrics.jsonl"
     offline = analyze([str(path)], now=NOW)
     streamed = live(path)
     assert len(offline) >= 5, "too few alarms for the comparison to say much"
     # Equal, not close: identity, opening step, diagnosis, score, evidence values, escalations.
     assert [a.as_json() for a in streamed] == [a.as_json() for a in offline]
-    assert streamed == offline
+    # Every field to the last bit (repr: a float's shortest exact form; NaN, a missing value, alike).
+    assert repr(streamed) == repr(offline)
