@@ -24,8 +24,7 @@ import httpx
 import numpy as np
 
 from peerwatch.catalog.load import Catalog
-from peerwatch.detect.policy import Policy
-from peerwatch.engine import context_of, detect, kind_by_catalog
+from peerwatch.engine import analyze_frames, kind_by_catalog
 from peerwatch.frames import Frame, FrameBuilder
 from peerwatch.model import SeriesKey
 from peerwatch.simulate import Scenario, default_spec, simulate
@@ -43,8 +42,7 @@ def reference_frames(hours: float) -> tuple[dict[str, Frame], Scenario]:
 def run_engine(frames: dict[str, Frame]) -> tuple[float, int]:
     """CPU seconds of one whole evaluation (the one-core figure on a shared machine), alarms."""
     t = time.process_time()
-    ctx = context_of(frames, Catalog.default())
-    alarms = Policy().decide(ctx, detect(ctx))
+    alarms = analyze_frames(frames, catalog=Catalog.default())
     return time.process_time() - t, len(alarms)
 
 

@@ -59,7 +59,8 @@ def main() -> None:
 
         return call
 
-    evaluator.frames.frames = wrapped("frames", evaluator.frames.frames)  # type: ignore[method-assign]
+    evaluator.cells.cells = wrapped("cells", evaluator.cells.cells)  # type: ignore[method-assign]
+    evaluator.framer.frames = wrapped("frames", evaluator.framer.frames)  # type: ignore[method-assign]
     evaluator.engine.scan = wrapped("scan", evaluator.engine.scan)  # type: ignore[method-assign]
     evaluator.history.add = wrapped("history", evaluator.history.add)  # type: ignore[method-assign]
     cpu = 0.0

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from peerwatch.detect.context import Context
 from peerwatch.detect.policy import Policy
-from peerwatch.engine import Engine, analyze_frames, load_frames
+from peerwatch.engine import Detector, Engine, analyze_frames, default_detectors, load_frames
 from peerwatch.evaluate import load_labels, score
 from peerwatch.evaluate.score import ScenarioScore
 from peerwatch.frames import Frame
@@ -49,3 +50,9 @@ def assert_same_alarms(streamed_alarms: list[Alarm], whole: list[Alarm]) -> None
     assert [view(a) for a in streamed_alarms] == [view(a) for a in whole]
     for x, y in zip(streamed_alarms, whole, strict=True):
         assert x.score == pytest.approx(y.score, rel=1e-6)
+
+
+def alarms_of(ctx: Context, detectors: list[Detector] | None = None) -> list[Alarm]:
+    """The alarms of ``detectors`` (default: all) and the policy over ``ctx`` as one chunk."""
+    found = [f for d in detectors or default_detectors() for f in d.scan(ctx, None)[0]]
+    return Policy().decide(ctx, found)

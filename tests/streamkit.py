@@ -53,10 +53,10 @@ def findings_after_rows_join(
     """Scan ``partial`` (the run without rows that join at ``cut``) up to ``cut``, then ``whole`` one step
     at a time: the findings from ``cut`` on, and a single scan's of ``whole`` from then (both sorted)."""
     found, state = scanner.scan(columns(partial, 0, cut), None)
-    assert found == scanner.detect(columns(partial, 0, cut))
+    assert found == scanner.scan(columns(partial, 0, cut), None)[0]
     later: list[Finding] = []
     for a in range(cut, whole.steps):
         found, state = scanner.scan(columns(whole, a, a + 1), state)
         later += found
-    want = [f for f in scanner.detect(whole) if f.ts >= whole.start + cut * whole.step]
+    want = [f for f in scanner.scan(whole, None)[0] if f.ts >= whole.start + cut * whole.step]
     return sorted(later, key=repr), sorted(want, key=repr)

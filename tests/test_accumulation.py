@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from enginekit import alarms_of
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.accumulation import (
@@ -30,7 +31,7 @@ from peerwatch.detect.context import Context
 from peerwatch.detect.groups import MAIN
 from peerwatch.detect.poisson import poisson_surprise
 from peerwatch.detect.policy import Policy
-from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, detect, load_frames
+from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, load_frames
 from peerwatch.frames import Frame
 from peerwatch.model import Alarm, Evidence, Finding, FloatArray
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate, write_recording
@@ -109,7 +110,7 @@ def test_missed_scrapes_are_unknown_and_a_reset_is_a_restart_from_zero() -> None
     rows = [{"Hostname": f"gpu{n:02d}", "gpu": "0", "instance": f"gpu{n:02d}:9400"} for n in range(ROWS)]
     name = "peerwatch_agent_gpu_ecc_uncorrected_volatile"  # a gauge of raw counts
     ctx = context_of({name: make_frame(name, rows, raw, START, STEP)}, Catalog.default())
-    found = AccumulationDetector().detect(ctx)
+    found = AccumulationDetector().scan(ctx, None)[0]
     assert {f.node for f in found} == {"gpu04"}
     assert all(np.isfinite(f.score) and f.evidence.value <= 4 * 6 for f in found)
     assert max(f.score for f in found) >= 6.0
@@ -156,8 +157,8 @@ def remap_context(nodes: int = 12, steps: int = 3 * HOUR, warm: float = 3.0):  #
 
 
 def test_a_warming_hbm_corroborates() -> None:
-    warm = {f.ts: f for f in AccumulationDetector().detect(remap_context(warm=3.0))}
-    cool = {f.ts: f.score for f in AccumulationDetector().detect(remap_context(warm=0.0))}
+    warm = {f.ts: f for f in AccumulationDetector().scan(remap_context(warm=3.0), None)[0]}
+    cool = {f.ts: f.score for f in AccumulationDetector().scan(remap_context(warm=0.0), None)[0]}
     assert set(cool) <= set(warm)
     raised = [ts for ts in cool if warm[ts].score >= min(cool[ts] + 1.0, SETTINGS.cap)]
     assert len(raised) > len(cool) / 2  # while the rise shows against the node's other GPUs
@@ -227,7 +228,7 @@ def test_a_slow_remap_growth_is_a_watch_alarm_ecc_hbm_within_90_minutes(
     # Without this detector the same growth goes unalarmed: each increase is an isolated tick.
     ctx = context_of(frames, Catalog.default())
     others = [d for d in default_detectors() if d.name != AccumulationDetector.name]
-    assert not [a for a in Policy().decide(ctx, detect(ctx, others)) if a.node == fault["node"]]
+    assert not [a for a in alarms_of(ctx, others) if a.node == fault["node"]]
 
 
 def test_streamed_step_by_step_the_engine_raises_the_same_alarm(
@@ -251,7 +252,7 @@ def test_a_healthy_run_with_every_benign_event_accumulates_nothing(tmp_path: Pat
     healthy = Scenario("healthy", default_spec(16), hours=4.0, seed=11, benign=EVERY_BENIGN)
     write_recording(simulate(healthy), tmp_path / "healthy")
     ctx = context_of(load_frames([str(tmp_path / "healthy")]), Catalog.default())
-    assert AccumulationDetector().detect(ctx) == []
+    assert AccumulationDetector().scan(ctx, None)[0] == []
 
 
 def test_an_alarm_resting_on_an_accumulation_alone_is_a_warning_to_watch() -> None:

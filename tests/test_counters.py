@@ -24,7 +24,7 @@ def counter_frame(name: str, labels: dict[str, str], ticks: dict[int, list[int]]
 
 def best(frame: Frame, node: str) -> float:
     ctx = context_of({frame.name: frame}, Catalog.default())
-    return max((f.score for f in CounterDetector().detect(ctx) if f.node == node), default=0.0)
+    return max((f.score for f in CounterDetector().scan(ctx, None)[0] if f.node == node), default=0.0)
 
 
 def test_three_symbol_errors_in_a_burst_open_but_dropped_packets_alone_never_do() -> None:
@@ -42,7 +42,7 @@ def test_an_entity_that_always_ticked_is_judged_against_its_own_habit() -> None:
     frame = counter_frame("node_infiniband_symbol_error_total", {"device": "mlx5_0", "port": "1"}, {4: habit})
     late = [
         f
-        for f in CounterDetector().detect(context_of({frame.name: frame}, Catalog.default()))
+        for f in CounterDetector().scan(context_of({frame.name: frame}, Catalog.default()), None)[0]
         if f.ts > START + 60 * STEP
     ]
     assert max((f.score for f in late), default=0.0) < 6

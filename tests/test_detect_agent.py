@@ -7,6 +7,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from enginekit import alarms_of
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect import policy as policy_module
@@ -19,8 +20,7 @@ from peerwatch.detect.agent import (
     diagnosis_of,
     parse_check_rules,
 )
-from peerwatch.detect.policy import Policy
-from peerwatch.engine import context_of, detect
+from peerwatch.engine import context_of
 from peerwatch.frames import Frame
 from peerwatch.model import DIAGNOSES, Finding
 from streamkit import assert_chunk_invariant, findings_after_rows_join
@@ -64,7 +64,7 @@ def step_status(before: float, after: float) -> np.ndarray:
 
 
 def findings(frames: dict[str, Frame]) -> list[Finding]:
-    return AgentCheckDetector().detect(context_of(frames, Catalog.default()))
+    return AgentCheckDetector().scan(context_of(frames, Catalog.default()), None)[0]
 
 
 def test_critical_gpu_verdict_is_a_sure_finding_on_that_gpu_from_onset() -> None:
@@ -195,7 +195,7 @@ def test_end_to_end_a_critical_check_opens_an_alarm_at_once() -> None:
         {(FAULT, "nvidia_smi", BUS[2]): LOST},
     )
     ctx = context_of(frames, Catalog.default())
-    alarms = Policy().decide(ctx, detect(ctx, [AgentCheckDetector()]))
+    alarms = alarms_of(ctx, [AgentCheckDetector()])
     assert [(a.node, a.component, a.diagnosis, a.severity, a.action) for a in alarms] == [
         (FAULT, "gpu/2", "gpu_fallen_off_bus", "critical", "swap")
     ]
@@ -235,7 +235,7 @@ def story() -> dict[str, Frame]:
 def test_scanning_in_chunks_finds_what_one_scan_finds() -> None:
     ctx = context_of(story(), Catalog.default())
     detector = AgentCheckDetector()
-    assert {f.hint for f in detector.detect(ctx)} >= {"gpu_fallen_off_bus", "ecc_hbm", "ib_link"}
+    assert {f.hint for f in detector.scan(ctx, None)[0]} >= {"gpu_fallen_off_bus", "ecc_hbm", "ib_link"}
     assert assert_chunk_invariant(detector, ctx, [17, 30, 31, 36, 46, STEPS - 1]) > 0
     assert_chunk_invariant(detector, ctx, range(1, STEPS))  # the live service: one step at a time
 

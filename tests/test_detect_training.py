@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from enginekit import alarms_of
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
-from peerwatch.detect.policy import Policy
 from peerwatch.detect.training import TrainingSettings, TrainingShapeDetector, sustained_best
-from peerwatch.engine import context_of, detect
+from peerwatch.engine import context_of
 from peerwatch.frames import Frame
 from peerwatch.model import Finding
 from streamkit import assert_chunk_invariant, findings_after_rows_join
@@ -34,7 +34,7 @@ def healthy(seed: int, noise: float = 0.03) -> np.ndarray:
 
 
 def findings(frames: dict[str, Frame], settings: TrainingSettings | None = None) -> list[Finding]:
-    return TrainingShapeDetector(settings).detect(context_of(frames, Catalog.default()))
+    return TrainingShapeDetector(settings).scan(context_of(frames, Catalog.default()), None)[0]
 
 
 def onset_delay(out: list[Finding]) -> float:
@@ -121,7 +121,7 @@ def test_end_to_end_gdr_alarm_opens_on_cluster() -> None:
     v = healthy(0)
     v[ONSET:] *= 0.3
     ctx = context_of(job(v), Catalog.default())
-    alarms = Policy().decide(ctx, detect(ctx, [TrainingShapeDetector()]))
+    alarms = alarms_of(ctx, [TrainingShapeDetector()])
     assert [(a.node, a.component, a.diagnosis) for a in alarms] == [("cluster", "node", "gdr_misconfig")]
     assert 0 <= (alarms[0].ts - START) / STEP - ONSET <= 70
     assert "gdr_misconfig" in alarms[0].evidence[0].note
@@ -145,7 +145,7 @@ def two_jobs(appear: int = 0) -> dict[str, Frame]:
 def test_scanning_in_chunks_finds_what_one_scan_finds() -> None:
     ctx = context_of(two_jobs(), Catalog.default())
     detector = TrainingShapeDetector()
-    assert {(f.node, f.hint) for f in detector.detect(ctx)} == {
+    assert {(f.node, f.hint) for f in detector.scan(ctx, None)[0]} == {
         ("gpu05", "performance_degradation"),
         ("cluster", "gdr_misconfig"),
     }

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from enginekit import alarms_of as engine_alarms
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect import node_offsets
@@ -25,8 +26,7 @@ from peerwatch.detect.context import Context
 from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.node_offsets import node_median, offsets, pooled
 from peerwatch.detect.peer import column_quantile
-from peerwatch.detect.policy import Policy
-from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, detect, load_frames
+from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, load_frames
 from peerwatch.frames import Frame
 from peerwatch.model import Alarm
 from peerwatch.simulate import FaultRequest, Scenario, simulate, write_recording
@@ -133,7 +133,7 @@ def test_pooling_in_blocks_of_steps_gives_the_same_offsets(monkeypatch: pytest.M
 @pytest.mark.parametrize("holes", [0.0, 0.1])
 @pytest.mark.parametrize("shift", [0.06, 0.1])
 def test_a_node_a_few_per_cent_slower_is_found_within_half_an_hour(shift: float, holes: float) -> None:
-    found = FailSlowDetector().detect(cluster(shift, holes))
+    found = FailSlowDetector().scan(cluster(shift, holes), None)[0]
     assert {f.node for f in found} == {CULPRIT}
     first = min(f.ts for f in found if f.score >= 6.0)
     assert first - (START + ONSET * STEP) <= 1800.0
@@ -144,15 +144,15 @@ def test_a_node_a_few_per_cent_slower_is_found_within_half_an_hour(shift: float,
 
 @pytest.mark.parametrize("holes", [0.0, 0.1])
 def test_checkpoints_rank_0_a_spare_joining_and_holes_raise_nothing(holes: float) -> None:
-    assert FailSlowDetector().detect(cluster(0.0, holes)) == []
+    assert FailSlowDetector().scan(cluster(0.0, holes), None)[0] == []
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_node_found_through_its_scrape_phase_jitter(seed: int) -> None:
     """Each node's samples jump by 6 % from step to step together (its scrape phase in the step rhythm):
     each step's shift is within one spread; the node's shifts are smoothed over two minutes first."""
-    assert [f for f in FailSlowDetector().detect(cluster(0.0, seed=seed, jitter=0.06)) if f.score >= 6.0] == []
-    found = FailSlowDetector().detect(cluster(0.08, seed=seed, jitter=0.06))
+    assert [f for f in FailSlowDetector().scan(cluster(0.0, seed=seed, jitter=0.06), None)[0] if f.score >= 6.0] == []
+    found = FailSlowDetector().scan(cluster(0.08, seed=seed, jitter=0.06), None)[0]
     assert {f.node for f in found if f.score >= 6.0} == {CULPRIT}
     assert min(f.ts for f in found if f.score >= 6.0) - (START + ONSET * STEP) <= 1800.0
 
@@ -161,8 +161,8 @@ def test_a_node_found_through_its_scrape_phase_jitter(seed: int) -> None:
 def test_other_grids_and_exporter_versions(step: float, mixed: bool) -> None:
     """Settings are in seconds: a 60-s or 15-s grid finds the 7 % node in half an hour too; nodes on
     two exporter versions (SM activity under two names) are judged alike."""
-    assert FailSlowDetector().detect(cluster(0.0, 0.05, step=step, mixed=mixed)) == []
-    found = FailSlowDetector().detect(cluster(0.07, 0.05, step=step, mixed=mixed))
+    assert FailSlowDetector().scan(cluster(0.0, 0.05, step=step, mixed=mixed), None)[0] == []
+    found = FailSlowDetector().scan(cluster(0.07, 0.05, step=step, mixed=mixed), None)[0]
     assert {f.node for f in found} == {CULPRIT}
     assert min(f.ts for f in found if f.score >= 6.0) - (START + ONSET * STEP) <= 1800.0
     if mixed:
@@ -172,8 +172,8 @@ def test_other_grids_and_exporter_versions(step: float, mixed: bool) -> None:
 def test_the_peer_detector_alone_misses_it() -> None:
     others = [d for d in default_detectors() if d.name != "failslow"]
     ctx = cluster(0.07)
-    assert not [a for a in Policy().decide(ctx, detect(ctx, others)) if a.node == CULPRIT]
-    alarms = Policy().decide(ctx, detect(ctx))
+    assert not [a for a in engine_alarms(ctx, others) if a.node == CULPRIT]
+    alarms = engine_alarms(ctx)
     assert [(a.node, a.component, a.diagnosis) for a in alarms] == [(CULPRIT, "node", "performance_degradation")]
 
 
@@ -238,7 +238,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, str], P
 def alarms_of(path: Path, with_failslow: bool) -> list[Alarm]:
     ctx = context_of(load_frames([str(path)]), Catalog.default())
     detectors = [d for d in default_detectors() if with_failslow or d.name != "failslow"]
-    return Policy().decide(ctx, detect(ctx, detectors))
+    return engine_alarms(ctx, detectors)
 
 
 @pytest.mark.parametrize(("seed", "variant", "diagnosis"), SIMULATED, ids=[v for _, v, _ in SIMULATED])
@@ -301,7 +301,7 @@ def test_a_simulated_healthy_run_with_every_benign_event_raises_no_fail_slow(tmp
     write_recording(sim, out)
     assert {e.kind for e in sim.events} >= {"checkpoint", "restart", "stall", "eval"}
     ctx = context_of(load_frames([str(out)]), Catalog.default())
-    assert FailSlowDetector().detect(ctx) == []
+    assert FailSlowDetector().scan(ctx, None)[0] == []
 
 
 def test_the_engine_streamed_step_by_step_raises_the_alarm_of_one_analysis(

@@ -115,7 +115,7 @@ def test_series_over_budget_are_left_out_and_the_alarms_stay(clean: Clean) -> No
         path.write_bytes(b"\n".join([*clean.lines, *cardinality_lines(clean, 3000)]) + b"\n")
         problems = ProblemLog()
         builder = read_frames([str(path)], now=clean.now, problems=problems, budget=SeriesBudget(per_family=2000))
-        alarms = [a for _, found in analyze_segments(builder) for a in found]
+        alarms = [a for judged in analyze_segments(builder) for a in judged.alarms]
     assert view(alarms) == clean.alarms
     assert [p.message.split(" (")[0] for p in problems if p.where == "app_requests_total"] == [
         "3,000 series: the first 2,000 read kept, 1,000 left out"

@@ -42,7 +42,7 @@ def busy(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def findings_on(f: dict[str, Frame], node: str) -> list[float]:
     ctx = context_of(f, Catalog.default())
-    return [x.score for x in PeerDetector().detect(ctx) if x.node == node]
+    return [x.score for x in PeerDetector().scan(ctx, None)[0] if x.node == node]
 
 
 def test_idle_spares_are_not_compared_with_each_other() -> None:
@@ -83,7 +83,7 @@ def test_a_spare_that_joins_is_judged_only_once_its_own_offset_is_known() -> Non
     temp[15 * 8 : 16 * 8, :join] = 33.0
     temp[15 * 8 + 6, join:] += 9  # its GPU 6 runs hotter than anyone's, from the start of its work
     ctx = context_of(frames(util, temp), Catalog.default())
-    found = [x for x in PeerDetector().detect(ctx) if x.node == "gpu15"]
+    found = [x for x in PeerDetector().scan(ctx, None)[0] if x.node == "gpu15"]
     settle_and_learn = 10 + 20 + 10  # not compared, then the offset's delay and its least count
     assert all(x.ts >= START + STEP * (join + settle_and_learn) for x in found)
 

@@ -180,7 +180,7 @@ def test_counters_scanned_step_by_step_find_what_one_scan_finds(holes: float) ->
     ctx = context(counter_frames(holes))
     assert assert_chunk_invariant(CounterDetector(), ctx, [5, 19, 20, 21, 44, 46]) > 0
     assert_chunk_invariant(CounterDetector(), ctx, range(1, ctx.steps))
-    found = CounterDetector().detect(ctx)
+    found = CounterDetector().scan(ctx, None)[0]
     assert {f.signal for f in found} >= {ECC, DROPS, SYMBOLS}
 
 
@@ -198,7 +198,7 @@ def test_states_scanned_step_by_step_find_what_one_scan_finds(holes: float) -> N
     assert assert_chunk_invariant(StateDetector(), ctx, [2, 3, 20, 31, 50]) > 0
     assert_chunk_invariant(StateDetector(), ctx, range(1, ctx.steps))
     if not holes:
-        found = {(f.node, f.hint) for f in StateDetector().detect(ctx)}
+        found = {(f.node, f.hint) for f in StateDetector().scan(ctx, None)[0]}
         assert found == {
             ("gpu01", "gpu_fallen_off_bus"),
             ("gpu03", "ecc_hbm"),
@@ -218,7 +218,7 @@ def test_state_rows_that_appear_later() -> None:
     ctx = context(state_frames(0.0), extra, cut)
     scanner = AppearingLater(StateDetector(), extra, ctx.steps)
     assert_chunk_invariant(scanner, ctx, range(cut, ctx.steps))
-    later = {(f.node, f.component, f.signal) for f in StateDetector().detect(ctx)}
+    later = {(f.node, f.component, f.signal) for f in StateDetector().scan(ctx, None)[0]}
     assert {("gpu05", "gpu/6", "xid:48"), ("gpu04", "net/direct1", UP)} <= later
 
 
@@ -227,7 +227,7 @@ def test_cluster_scanned_step_by_step_past_its_baseline_window(holes: float) -> 
     ctx = context(nfs_frames(holes))
     assert assert_chunk_invariant(ClusterDetector(), ctx, [100, 259, 260, 261, 331]) > 0
     assert_chunk_invariant(ClusterDetector(), ctx, range(1, ctx.steps))
-    assert min(f.ts for f in ClusterDetector().detect(ctx)) >= START + 330 * STEP
+    assert min(f.ts for f in ClusterDetector().scan(ctx, None)[0]) >= START + 330 * STEP
 
 
 @pytest.mark.parametrize(("extra", "cut"), [({REQUESTS: NODES, RTT: NODES}, 280), ({REQUESTS: 2 * NODES}, 100)])

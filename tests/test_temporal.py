@@ -12,11 +12,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from enginekit import alarms_of
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.context import Context
 from peerwatch.detect.peer import PeerDetector
-from peerwatch.detect.policy import Policy
 from peerwatch.detect.stream import columns
 from peerwatch.detect.temporal import (
     SLACK,
@@ -26,7 +26,7 @@ from peerwatch.detect.temporal import (
     rolling_mean,
     running_quantile,
 )
-from peerwatch.engine import context_of, default_detectors, detect
+from peerwatch.engine import context_of, default_detectors
 from peerwatch.frames import Frame
 from peerwatch.model import Finding
 from streamkit import assert_chunk_invariant
@@ -133,14 +133,14 @@ QUIET: list[tuple[str, Callable[[], np.ndarray]]] = [
 
 @pytest.mark.parametrize(("label", "build"), QUIET, ids=[q[0] for q in QUIET])
 def test_healthy_moves_score_nothing(label: str, build: Callable[[], np.ndarray]) -> None:
-    assert TemporalDetector().detect(context(build())) == []
+    assert TemporalDetector().scan(context(build()), None)[0] == []
 
 
 @pytest.mark.parametrize("holes", [0.0, 0.1])
 def test_a_slow_ramp_on_one_gpu_is_found_on_it_only(holes: float) -> None:
     t = temps(busy(), one_gpu(ramp(4.0)))
     t[np.random.default_rng(2).random(t.shape) < holes] = np.nan
-    found = TemporalDetector().detect(context(t))
+    found = TemporalDetector().scan(context(t), None)[0]
     assert found and {(f.node, f.component) for f in found} == {(CULPRIT, f"gpu/{GPU}")}
     assert min(f.ts for f in found) >= START + ONSET * STEP
     assert max(f.score for f in found) >= 6  # enough for the policy on its own
@@ -150,8 +150,8 @@ def test_a_slow_ramp_on_one_gpu_is_found_on_it_only(holes: float) -> None:
 def test_the_ramp_is_found_before_the_peer_detector_sees_it() -> None:
     """The reason to exist: 4 C an hour is learnt into the peer detector's offset as it goes."""
     ctx = context(temps(busy(), one_gpu(ramp(4.0))))
-    mine = first(TemporalDetector().detect(ctx))
-    peers = first([f for f in PeerDetector().detect(ctx) if f.node == CULPRIT])
+    mine = first(TemporalDetector().scan(ctx, None)[0])
+    peers = first([f for f in PeerDetector().scan(ctx, None)[0] if f.node == CULPRIT])
     assert mine is not None and mine - (START + ONSET * STEP) <= 3600
     assert peers is None or mine < peers - 1800
 
@@ -159,8 +159,8 @@ def test_the_ramp_is_found_before_the_peer_detector_sees_it() -> None:
 def test_the_engine_alarms_earlier_and_names_hbm() -> None:
     ctx = context(temps(busy(), one_gpu(ramp(4.0))))
     others = [d for d in default_detectors() if d.name != "temporal"]
-    alarms = Policy().decide(ctx, detect(ctx))
-    before = Policy().decide(ctx, detect(ctx, others))
+    alarms = alarms_of(ctx)
+    before = alarms_of(ctx, others)
     (alarm,) = alarms
     assert (alarm.node, alarm.component, alarm.diagnosis) == (CULPRIT, f"gpu/{GPU}", "ecc_hbm")
     assert alarm.ts - (START + ONSET * STEP) <= 2 * 3600  # 4 C an hour: 3 C of rise reach the policy's 6
@@ -169,25 +169,25 @@ def test_the_engine_alarms_earlier_and_names_hbm() -> None:
 
 def test_causal_a_prefix_gives_the_same_findings() -> None:
     t = temps(busy(), one_gpu(ramp(6.0)))
-    full = TemporalDetector().detect(context(t))
+    full = TemporalDetector().scan(context(t), None)[0]
     cut = 400
     frames = {
         "DCGM_FI_DEV_MEMORY_TEMP": make_frame("DCGM_FI_DEV_MEMORY_TEMP", ROWS, t[:, :cut], START, STEP),
         "DCGM_FI_DEV_GPU_UTIL": make_frame("DCGM_FI_DEV_GPU_UTIL", ROWS, np.full((len(ROWS), cut), 97.0), START, STEP),
     }
-    part = TemporalDetector().detect(context_of(frames, Catalog.default()))
+    part = TemporalDetector().scan(context_of(frames, Catalog.default()), None)[0]
     assert part and part == [f for f in full if f.ts < START + cut * STEP]
 
 
 def test_nothing_during_warm_up_and_only_in_the_bad_direction() -> None:
     steep = one_gpu(ramp(30.0, onset=0))
-    early = TemporalDetector().detect(context(temps(busy(), steep)))
+    early = TemporalDetector().scan(context(temps(busy(), steep)), None)[0]
     assert first(early) is not None and first(early) >= START + (HOUR - 1) * STEP  # a full hour first
     # Headroom to the thermal limit is bad when it falls: a rising one is not scored.
     tlimit = 30.0 + np.random.default_rng(3).normal(0, 0.4, (len(ROWS), STEPS))
     name = "DCGM_FI_DEV_GPU_TEMP_TLIMIT"
-    assert TemporalDetector().detect(context(np.rint(tlimit + one_gpu(ramp(4.0))), name)) == []
-    assert TemporalDetector().detect(context(np.rint(tlimit - one_gpu(ramp(4.0))), name))
+    assert TemporalDetector().scan(context(np.rint(tlimit + one_gpu(ramp(4.0))), name), None)[0] == []
+    assert TemporalDetector().scan(context(np.rint(tlimit - one_gpu(ramp(4.0))), name), None)[0]
 
 
 @pytest.mark.parametrize("q", [0.5, 0.9])
@@ -274,7 +274,7 @@ def test_rows_and_nodes_that_join_later_are_judged_from_then(cut: int, culprits:
     for k in range(cut, STEPS):
         more, state = detector.scan(columns(whole, k, k + 1), state)
         found.extend(more)
-    want = detector.detect(whole)
+    want = detector.scan(whole, None)[0]
 
     def key(f: Finding) -> tuple[float, str, str]:
         return (f.ts, f.node, f.component)

@@ -189,9 +189,8 @@ def analyze(
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
 
-    from peerwatch.detect.context import Context
     from peerwatch.detect.group_summary import summary
-    from peerwatch.engine import analyze_segments, read_frames
+    from peerwatch.engine import Judged, analyze_segments, read_frames
     from peerwatch.model import Alarm, ProblemLog
     from peerwatch.progress import working
     from peerwatch.redact import redact_url
@@ -207,12 +206,12 @@ def analyze(
             inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget, http=http
         )
     alarms: list[Alarm] = []
-    longest: Context | None = None  # its peer groups are the ones summed up
+    longest: Judged | None = None  # its peer groups are the ones summed up
     with working("judging"):
-        for ctx, found in analyze_segments(builder, settings=settings):
-            alarms.extend(found)
-            if longest is None or ctx.steps > longest.steps:
-                longest = ctx
+        for judged in analyze_segments(builder, settings=settings):
+            alarms.extend(judged.alarms)
+            if longest is None or judged.steps > longest.steps:
+                longest = judged
     if longest is None:
         typer.echo("error: nothing usable was read from " + shown, err=True)
         for p in problems.problems[:10]:

@@ -8,26 +8,32 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
 
 from peerwatch.catalog.classify import observed_kind
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.accumulation import AccumulationDetector
 from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
-from peerwatch.detect.context import Context, Series, prepare
+from peerwatch.detect.context import Context, IntArray, Series, prepare
 from peerwatch.detect.counters import CounterDetector
 from peerwatch.detect.failslow import FailSlowDetector
+from peerwatch.detect.group_summary import tally
 from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.settings import DetectionSettings
 from peerwatch.detect.states import StateDetector
+from peerwatch.detect.stream import grow
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
 from peerwatch.detect.transitions import TransitionState, held_nodes
+from peerwatch.frame_store import Span
+from peerwatch.framer import Framer
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.series_budget import SeriesBudget
@@ -35,15 +41,14 @@ from peerwatch.sources.inputs import read_inputs
 from peerwatch.sources.tsdb_http import HttpOptions
 
 STEP_SAMPLE = 5000  # series blocks read ahead to judge the scrape interval
+CHUNK_STEPS = 120  # steps a recording is judged at a time: memory follows this, not the recording
 
 
 class Detector(Protocol):
-    """Scores one chunk of steps after the chunks its state has seen (detect/stream.py);
-    ``detect`` is ``scan`` of a whole run."""
+    """Scores one chunk of steps after the chunks its state has seen (detect/stream.py); a whole
+    run is one chunk with no state."""
 
     name: str
-
-    def detect(self, ctx: Context) -> list[Finding]: ...
 
     def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
 
@@ -82,18 +87,18 @@ def kind_by_catalog(catalog: Catalog) -> Callable[[str, str | None, FloatArray],
     return kind_of
 
 
-def context_of(
+def context_of(frames: Mapping[str, Frame], catalog: Catalog, settings: DetectionSettings | None = None) -> Context:
+    """Frames prepared for detection as the engine's first chunk, with workload groups."""
+    return _context(frames, catalog, EngineState(), settings or DetectionSettings())
+
+
+def _context(
     frames: Mapping[str, Frame],
     catalog: Catalog,
-    settings: DetectionSettings | None = None,
-    *,
+    state: EngineState,
+    settings: DetectionSettings,
     recorded: bool = False,
 ) -> Context:
-    """Frames prepared for detection, with workload groups (``recorded``: see Context)."""
-    return replace(_context(frames, catalog, EngineState(), settings or DetectionSettings()), recorded=recorded)
-
-
-def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState, settings: DetectionSettings) -> Context:
     """The next chunk's context; ``state``'s nodes, groups and preparations move on to it."""
     known = state.nodes if state.steps else None
     series, nodes = prepare(frames, catalog, known, state.prepared)
@@ -114,6 +119,7 @@ def _context(frames: Mapping[str, Frame], catalog: Catalog, state: EngineState, 
         groups=groups,
         held=held,
         roles=catalog.roles,
+        recorded=recorded,
     )
 
 
@@ -149,36 +155,28 @@ class Engine:
         catalog: Catalog | None = None,
         detectors: Sequence[Detector] | None = None,
         policy: Policy | None = None,
-        ignore: Callable[[Finding], bool] | None = None,
         settings: DetectionSettings | None = None,
+        *,
+        recorded: bool = False,
     ) -> None:
         self.settings = settings or DetectionSettings()
         self.catalog = catalog or Catalog.default()
         self.detectors = list(detectors or default_detectors(self.settings))
         self.policy = policy or Policy(self.settings.policy)
-        self.ignore = ignore  # findings the caller judges elsewhere
+        self.recorded = recorded  # a recording's stretch: see Context
         self.state = EngineState()
 
     def scan(self, frames: Mapping[str, Frame]) -> Scan:
         """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
         st = self.state
-        ctx = _context(frames, self.catalog, st, self.settings)
+        ctx = _context(frames, self.catalog, st, self.settings, self.recorded)
         findings: list[Finding] = []
         for d in self.detectors:
             found, st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
             findings.extend(found)
-        if self.ignore is not None:
-            findings = [f for f in findings if not self.ignore(f)]
         alarms, st.policy = self.policy.scan(ctx, findings, st.policy)
         st.steps += ctx.steps
         return Scan(ctx, tuple(findings), tuple(alarms))
-
-
-def detect(ctx: Context, detectors: Sequence[Detector] | None = None) -> list[Finding]:
-    out: list[Finding] = []
-    for detector in detectors or default_detectors():
-        out.extend(detector.detect(ctx))
-    return out
 
 
 def analyze_frames(
@@ -188,25 +186,10 @@ def analyze_frames(
     policy: Policy | None = None,
     settings: DetectionSettings | None = None,
 ) -> list[Alarm]:
-    """Alarms over aligned frames."""
+    """Alarms over aligned frames: the engine fed them as one chunk."""
     if not frames:
         return []
-    return analyze_context(frames, catalog=catalog, policy=policy, settings=settings)[1]
-
-
-def analyze_context(
-    frames: Mapping[str, Frame],
-    *,
-    catalog: Catalog | None = None,
-    policy: Policy | None = None,
-    settings: DetectionSettings | None = None,
-    recorded: bool = False,
-) -> tuple[Context, list[Alarm]]:
-    """The context of aligned frames (its peer groups among it) and the alarms over it; ``settings``
-    are the detectors', the groups' and (unless ``policy`` is given) the policy's thresholds."""
-    st = settings or DetectionSettings()
-    ctx = context_of(frames, catalog or Catalog.default(), st, recorded=recorded)
-    return ctx, (policy or Policy(st.policy)).decide(ctx, detect(ctx, default_detectors(st)))
+    return sorted(Engine(catalog, policy=policy, settings=settings).scan(frames).alarms, key=lambda a: (a.ts, a.node))
 
 
 def read_frames(
@@ -264,22 +247,51 @@ def load_frames(
     ).build()
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One stretch of a recording judged: its nodes, steps, steps per node in each peer group
+    (detect/group_summary.py), alarms and last chunk."""
+
+    nodes: tuple[str, ...]
+    steps: int
+    groups: IntArray
+    alarms: list[Alarm]
+    last: Scan
+
+
 def analyze_segments(
     builder: FrameBuilder,
     *,
     catalog: Catalog | None = None,
     policy: Policy | None = None,
     settings: DetectionSettings | None = None,
-) -> Iterator[tuple[Context, list[Alarm]]]:
-    """Each stretch of data judged apart, in time order (a gap is a gap, not an outage): its
-    context and alarms. One stretch's frames at a time, so memory follows the largest."""
+    chunk: int = CHUNK_STEPS,
+) -> Iterator[Judged]:
+    """Each stretch of data judged apart, in time order (a gap is a gap, not an outage), by the
+    streamed engine fed ``chunk`` steps at a time through the framer the live service uses, so a
+    recording streamed step by step gives these alarms. Memory follows a chunk, not the recording."""
     catalog = catalog or Catalog.default()
     for span in builder.segments():
-        frames = builder.frames(span)
-        if not any(n for f in frames.values() for n in f.nodes):
+        framer = Framer(
+            builder.step, kind_of=builder.kind_of, node_labels=builder.node_labels,
+            node_labels_for=builder.node_labels_for,
+        )  # fmt: skip
+        engine = Engine(catalog, policy=policy, settings=settings, recorded=True)
+        alarms: dict[str, Alarm] = {}
+        counts = tally(np.zeros((0, 0), dtype=np.int64))
+        scan: Scan | None = None
+        for lo in range(span.lo, span.hi + 1, chunk):
+            part = Span(lo, min(lo + chunk - 1, span.hi), 0)
+            frames = framer.frames(part.lo, part.steps, builder.cells(part))
+            if frames:
+                scan = engine.scan(frames)
+                alarms.update((a.id, a) for a in scan.alarms)
+                counts = grow(counts, len(scan.ctx.nodes), 0) + tally(scan.ctx.groups)
+        if scan is None or not scan.ctx.nodes:
             builder.problems.add("input", "no series names a node (node, hostname or instance label): give --node")
             continue
-        yield analyze_context(frames, catalog=catalog, policy=policy, settings=settings, recorded=True)
+        ordered = sorted(alarms.values(), key=lambda a: (a.ts, a.node))
+        yield Judged(scan.ctx.nodes, span.steps, counts, ordered, scan)
 
 
 def analyze(
@@ -295,4 +307,4 @@ def analyze(
     """``peerwatch analyze``: alarms over recorded files, a TSDB or exporters."""
     catalog = Catalog.default()
     builder = read_frames(inputs, step=step, start=start, end=end, now=now, problems=problems, catalog=catalog)
-    return [a for _, alarms in analyze_segments(builder, catalog=catalog, settings=settings) for a in alarms]
+    return [a for judged in analyze_segments(builder, catalog=catalog, settings=settings) for a in judged.alarms]

@@ -7,6 +7,7 @@ from the blocks along the stretches of steps that hold data (``Span``), gaps lef
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +45,18 @@ def spans_of(steps: IntArray, counts: IntArray, gap: int | None) -> list[Span]:
     ]
 
 
+@dataclass(frozen=True, eq=False)
+class Cells:
+    """One family's samples on a chunk's steps: per series (the source's stable ``ids``), the latest
+    sample of each step (NaN: none) and its time."""
+
+    ids: IntArray  # (rows,)
+    values: FloatArray  # (rows, steps)
+    times: FloatArray  # (rows, steps)
+    declared: str | None
+    key_of: Callable[[int], SeriesKey]
+
+
 @dataclass
 class Rows:
     """One metric's samples on the grid: ``vals``/``offs`` hold a block of ``BLOCK`` columns per
@@ -56,6 +69,7 @@ class Rows:
     vals: FloatArray = field(default_factory=lambda: np.full((0, 0), np.nan))
     offs: npt.NDArray[np.float32] = field(default_factory=lambda: np.full((0, 0), np.nan, dtype=np.float32))
     index: dict[SeriesKey, int] = field(default_factory=dict)
+    _keys: list[SeriesKey] = field(default_factory=list)  # by row
     blocks: list[int] = field(default_factory=list)
     slot_of: dict[int, int] = field(default_factory=dict)
     declared: str | None = None
@@ -65,7 +79,12 @@ class Rows:
         r = self.index.get(key)
         if r is None:
             r = self.index[key] = len(self.index)
+            self._keys.append(key)
         return r
+
+    def keys(self) -> list[SeriesKey]:
+        """The series' keys by row."""
+        return self._keys
 
     def columns(self, k: IntArray) -> IntArray:
         """The storage column of each step in ``k``, allocating blocks (and room for every row)."""

@@ -20,8 +20,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from peerwatch.frame_store import Rows, Span, spans_of
-from peerwatch.model import FloatArray, ProblemLog, SeriesBlock, SeriesKey, node_of
+from peerwatch.frame_store import Cells, Rows, Span, spans_of
+from peerwatch.model import FloatArray, ProblemLog, SeriesBlock, SeriesKey
 from peerwatch.series_budget import UNLIMITED, SeriesBudget
 
 Kind = Literal["gauge", "rate"]
@@ -65,6 +65,35 @@ class Frame:
     def stale(self, at: float, after: float = 300.0) -> npt.NDArray[np.bool_]:
         """Series with no sample in the ``after`` seconds up to ``at`` (Prometheus' 5-minute rule)."""
         return ~(self.last_seen > at - after)
+
+
+def plausible(ts: FloatArray, vals: FloatArray, latest: float) -> npt.NDArray[np.bool_]:
+    """Samples worth placing: a finite value (NaN is a staleness marker or a gap) at a time between
+    2000 and ``latest`` (anything else is a unit mistake or a wrong clock)."""
+    ok: npt.NDArray[np.bool_] = (ts >= EARLIEST_TS) & (ts <= latest) & np.isfinite(vals)
+    return ok
+
+
+def step_of(ts: FloatArray, step: float) -> npt.NDArray[np.int64]:
+    """The grid step each sample belongs to: step ``k`` holds ``(k*step - step, k*step]``."""
+    return np.ceil(ts / step).astype(np.int64)
+
+
+def latest_in_cells(
+    cell: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The one rule for several samples of a series in one step: the latest wins, whatever the
+    arrival order, and of equal times the last read. Returns the winners' indices (in cell order)
+    and each conflict (same time, other value) with its winner."""
+    # Stable sort keeps arrival order within a cell; runs of sorted blocks make it near-linear.
+    order = np.argsort(cell, kind="stable")
+    c = cell[order]
+    last = np.ones(c.size, dtype=np.bool_)
+    np.not_equal(c[1:], c[:-1], out=last[:-1])
+    if last.all():
+        return order, order[:0], order[:0]
+    winners, losers, won = _latest_in_runs(c, ts[order], vals[order])
+    return order[winners], order[losers], order[won]
 
 
 class FrameBuilder:
@@ -162,26 +191,20 @@ class FrameBuilder:
         vals = np.concatenate([v for _, _, v in rows.pending])
         rows.pending.clear()
         row = np.repeat(row_ids, lengths)
-        keep = (ts >= EARLIEST_TS) & (ts <= self.latest) & np.isfinite(vals)  # NaN: staleness marker or gap
+        keep = plausible(ts, vals, self.latest)
         if not keep.all():
             self._report(rows, row, ts, vals)
             row, ts, vals = row[keep], ts[keep], vals[keep]
         if not ts.size:
             return
-        k = np.ceil(ts / self.step).astype(np.int64)
+        k = step_of(ts, self.step)
         col = rows.columns(k)
         width = rows.vals.shape[1]
         cell = row * width + col
-        # Stable sort keeps arrival order within a cell; runs of sorted blocks make it near-linear.
-        order = np.argsort(cell, kind="stable")
-        cell, ts, vals, k = cell[order], ts[order], vals[order], k[order]
-        last = np.ones(cell.size, dtype=np.bool_)
-        np.not_equal(cell[1:], cell[:-1], out=last[:-1])
-        if not last.all():  # several samples in one step: the latest wins, whatever the arrival order
-            latest, losers, winners = _latest_in_runs(cell, ts, vals)
-            for i, w in zip(losers.tolist(), winners.tolist(), strict=True):
-                self._note_conflict(name, rows, int(cell[i] // width), float(ts[i]), float(vals[i]), float(vals[w]))
-            cell, ts, vals, k = cell[latest], ts[latest], vals[latest], k[latest]
+        won, losers, winners = latest_in_cells(cell, ts, vals)
+        for i, w in zip(losers.tolist(), winners.tolist(), strict=True):
+            self._note_conflict(name, rows, int(cell[i] // width), float(ts[i]), float(vals[i]), float(vals[w]))
+        cell, ts, vals, k = cell[won], ts[won], vals[won], k[won]
         offs = (ts - k * self.step).astype(np.float32)
         flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
         held = flat_offs[cell]
@@ -266,43 +289,46 @@ class FrameBuilder:
     def _iso(self, k: int) -> str:
         return datetime.fromtimestamp(k * self.step, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
-    def frames(self, span: Span, *, rates: bool = True) -> dict[str, Frame]:
-        """Frames of everything added on the steps of ``span``: each metric and series that has a sample there."""
+    def cells(self, span: Span) -> dict[str, Cells]:
+        """Each metric's samples on the steps of ``span``: the series with one there, by row."""
         self.flush()
-        frames: dict[str, Frame] = {}
-        n = span.steps
+        out: dict[str, Cells] = {}
         for name, rows in self._metrics.items():
             got = rows.cut(span)
             if got is None:
                 continue
             vals, offs = got
-            valid = ~np.isnan(vals)
-            has = valid.any(axis=1)
-            if not has.any():
+            has = np.flatnonzero(~np.isnan(vals).all(axis=1))
+            if not has.size:
                 continue
-            keys = tuple(rows.index)
-            if not has.all():
-                vals, offs, valid = vals[has], offs[has], valid[has]
-                keys = tuple(keys[i] for i in np.flatnonzero(has).tolist())
-            last_col = n - 1 - np.argmax(valid[:, ::-1], axis=1)
-            last_seen = (span.lo + last_col) * self.step + offs[np.arange(len(keys)), last_col].astype(np.float64)
-            kind = self.kind_of(name, rows.declared, vals)
-            if kind == "rate" and rates:
-                times = (span.lo + np.arange(n, dtype=np.float64)) * self.step + offs.astype(np.float64)
-                vals = counter_rates(vals, times)
-            node_labels = self.node_labels_for(name, self.node_labels)
-            frames[name] = Frame(
-                name=name,
-                kind=kind,
-                start=span.lo * self.step,
-                step=self.step,
-                keys=keys,
-                nodes=tuple(node_of(dict(key.labels), node_labels) for key in keys),
-                values=vals,
-                last_seen=last_seen,
-                declared_type=rows.declared,
+            grid = (span.lo + np.arange(span.steps, dtype=np.float64)) * self.step
+            keys = rows.keys()
+            out[name] = Cells(
+                ids=has,
+                values=vals[has],
+                times=grid + offs[has].astype(np.float64),
+                declared=rows.declared,
+                key_of=keys.__getitem__,
             )
-        return frames
+        return out
+
+    def frames(self, span: Span, *, rates: bool = True) -> dict[str, Frame]:
+        """Frames of everything added on the steps of ``span``: each metric and series that has a
+        sample there, framed as the engine judges them (framer.py: counters as rates, a family whose
+        kind its values have not shown yet left out); without ``rates``, every metric's raw values."""
+        from peerwatch.framer import Framer  # the framer builds on this module's frames
+
+        framer = Framer(
+            self.step,
+            kind_of=self.kind_of if rates else _raw,
+            node_labels=self.node_labels,
+            node_labels_for=self.node_labels_for,
+        )
+        return framer.frames(span.lo, span.steps, self.cells(span))
+
+
+def _raw(_name: str, _declared: str | None, _values: FloatArray) -> Kind:
+    return "gauge"
 
 
 def _duration(seconds: float) -> str:

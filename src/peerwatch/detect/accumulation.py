@@ -213,9 +213,6 @@ class AccumulationDetector:
     def __init__(self, settings: AccumulationSettings | None = None) -> None:
         self.settings = settings or AccumulationSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: AccumulationState | None) -> tuple[list[Finding], AccumulationState]:
         st = self.settings
         state = state or AccumulationState()

@@ -191,9 +191,6 @@ class AgentCheckDetector:
     def __init__(self, settings: AgentSettings | None = None) -> None:
         self.settings = settings or AgentSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: AgentState | None) -> tuple[list[Finding], AgentState]:
         st = state or AgentState()
         by_name = ctx.by_name()

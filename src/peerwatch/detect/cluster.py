@@ -96,9 +96,6 @@ class ClusterDetector:
     def __init__(self, settings: ClusterSettings | None = None) -> None:
         self.settings = settings or ClusterSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: ClusterState | None) -> tuple[list[Finding], ClusterState]:
         state = state or ClusterState()
         new = ClusterState(dict(state.medians), dict(state.requests))

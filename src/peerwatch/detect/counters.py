@@ -199,9 +199,6 @@ class CounterDetector:
     def __init__(self, settings: CounterSettings | None = None) -> None:
         self.settings = settings or CounterSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: CounterState | None) -> tuple[list[Finding], CounterState]:
         st = self.settings
         state = state or CounterState()

@@ -112,9 +112,6 @@ class FailSlowDetector:
     def __init__(self, settings: FailSlowSettings | None = None) -> None:
         self.settings = settings or FailSlowSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: FailSlowState | None) -> tuple[list[Finding], FailSlowState]:
         st, n = self.settings, len(ctx.nodes)
         state = state or FailSlowState()

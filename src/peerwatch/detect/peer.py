@@ -296,9 +296,6 @@ class PeerDetector:
     def __init__(self, settings: PeerSettings | None = None) -> None:
         self.settings = settings or PeerSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: PeerState | None) -> tuple[list[Finding], PeerState]:
         st = self.settings
         state = state or PeerState()

@@ -84,7 +84,7 @@ class Track:
 @dataclass
 class PresenceState:
     """The targets (node, instance) and GPUs (node, component) met so far with their tracks, each
-    frame's rows mapped to them (one int per row and per GPU row), and the cluster's blind run."""
+    frame's rows mapped to them (one int per row and per GPU row)."""
 
     rows: dict[str, tuple[IntArray, IntArray]] = field(default_factory=dict)  # frame -> target, GPU (if any) by row
     targets: dict[tuple[int, str], int] = field(default_factory=dict)
@@ -95,7 +95,6 @@ class PresenceState:
     target: Track = field(default_factory=Track)
     node: Track = field(default_factory=Track)
     gpu: Track = field(default_factory=Track)
-    blind_run: IntArray = field(default_factory=lambda: _ints(1))
 
     def map_rows(self, s: Series) -> tuple[IntArray, IntArray]:
         """Target and GPU index (-1: none) of each row of ``s`` (GPU: empty unless a GPU family); only rows
@@ -149,9 +148,6 @@ class PresenceDetector:
     def __init__(self, settings: PresenceSettings | None = None) -> None:
         self.settings = settings or PresenceSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: PresenceState | None) -> tuple[list[Finding], PresenceState]:
         st = state or PresenceState()
         maps = [(s, *st.map_rows(s)) for s in ctx.series]
@@ -183,12 +179,11 @@ class PresenceDetector:
             "exporter_down": self.settings.exporter_per_step,
             "node_unreachable": self.settings.node_per_step,
             "gpu_fallen_off_bus": self.settings.gpu_per_step,
-            "monitoring_blind": self.settings.node_per_step,
         }[hint]
         score = per_step * run * ctx.step / REFERENCE_STEP
         return Finding(
             ts=ts,
-            node=ctx.nodes[node] if node >= 0 else "peerwatch",
+            node=ctx.nodes[node],
             component=component,
             detector=self.name,
             signal=signal,
@@ -219,7 +214,9 @@ class PresenceDetector:
         gone = ~node_present & seen
         if ctx.recorded:  # a step of a recording where no node reports at all is a gap in the data
             gone &= node_present.any(axis=0)
-        # Most of the cluster silent at once is peerwatch (or its source) not seeing, not N dead nodes.
+        # Most of the cluster silent at once is peerwatch (or its source) not seeing, not N dead nodes:
+        # no finding. The service judges its sight from the source itself (service/blind.py), the
+        # one lifecycle of a ``monitoring_blind`` alarm.
         share = gone.sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
         blind = (share >= self.settings.blind_share) & (gone.sum(axis=0) >= 3)
         runs = st.node.runs(gone & ~blind[None, :])
@@ -228,14 +225,6 @@ class PresenceDetector:
             note = "every exporter of the node is silent"
             out.append(
                 self._finding(ctx, float(times[c]), int(n), "node", "absent:node", "node_unreachable", note, runs[n, c])
-            )
-        blind_runs = run_length(blind[None, :], st.blind_run)[0]
-        st.blind_run = blind_runs[-1:].copy()
-        for c in np.flatnonzero(blind):
-            note = f"{int(gone[:, c].sum())} of {int(seen[:, c].sum())} nodes silent at once"
-            run = int(blind_runs[c])
-            out.append(
-                self._finding(ctx, float(times[c]), -1, "source", "absent:cluster", "monitoring_blind", note, run)
             )
         return out
 

@@ -115,9 +115,6 @@ class StateDetector:
     def __init__(self, settings: StateSettings | None = None) -> None:
         self.settings = settings or StateSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: StateMemory | None) -> tuple[list[Finding], StateMemory]:
         # The methods read the past from ``mem`` and put the new past in its place.
         mem = state.copy() if state is not None else StateMemory()

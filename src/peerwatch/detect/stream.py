@@ -1,8 +1,8 @@
 """Scanning a run in chunks: each detector carries its own state from one chunk of steps to the next.
 
-The engine is causal, so a run can be judged step by step (the live service) or all at once
-(``peerwatch analyze``). Both call ``scan(ctx, state)`` on the steps they have: ``analyze`` once
-with the whole run and no state, the service once per step with the state the last call returned.
+The engine is causal, so a run can be judged step by step (the live service) or in longer chunks
+(``peerwatch analyze``, 120 steps at a time). Both call ``scan(ctx, state)`` on the steps they
+have, with the state the last call returned (none for the first).
 The contract that makes the two agree:
 
 - consecutive chunks are contiguous steps of one grid (same step);

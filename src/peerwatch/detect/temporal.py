@@ -299,9 +299,6 @@ class TemporalDetector:
     def __init__(self, settings: TemporalSettings | None = None) -> None:
         self.settings = settings or TemporalSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: TemporalState | None) -> tuple[list[Finding], TemporalState]:
         state = state or TemporalState()
         sizes = [round(w / self.settings.blocks / ctx.step) for w in self.settings.windows]

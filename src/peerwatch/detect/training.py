@@ -131,9 +131,6 @@ class TrainingShapeDetector:
     def __init__(self, settings: TrainingSettings | None = None) -> None:
         self.settings = settings or TrainingSettings()
 
-    def detect(self, ctx: Context) -> list[Finding]:
-        return self.scan(ctx, None)[0]
-
     def scan(self, ctx: Context, state: TrainingState | None) -> tuple[list[Finding], TrainingState]:
         st = state or TrainingState()
         look_back = self._steps(ctx)[0] - 1

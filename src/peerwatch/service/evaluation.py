@@ -1,7 +1,9 @@
 """The live evaluation: each new step's samples through the streamed engine, into alarms and latest scores.
 
-The same stages as ``peerwatch analyze`` (``engine.Engine`` runs the detectors and the policy with
-their state carried, detect/stream.py), so a step is judged once, in the time its own samples
+The same stages as ``peerwatch analyze``: the buffer's cells (cells.py) through the one framer
+(framer.py) into ``engine.Engine``, which runs the detectors and the policy with their state
+carried (detect/stream.py); fed a recording step by step it raises exactly ``analyze``'s alarms
+(tests/test_pipeline_parity.py). A step is judged once, in the time its own samples
 take, not by re-running the engine over a window. The first evaluation judges every step the
 buffer holds (a TSDB source's first reads are the window: the engine starts with that history).
 """
@@ -17,9 +19,10 @@ from peerwatch.catalog.load import Catalog
 from peerwatch.detect.policy import Policy
 from peerwatch.detect.settings import DetectionSettings
 from peerwatch.engine import Engine, kind_by_catalog
+from peerwatch.framer import Framer
 from peerwatch.model import Alarm
 from peerwatch.service.buffer import SampleBuffer
-from peerwatch.service.chunks import ChunkFrames
+from peerwatch.service.cells import LiveCells
 from peerwatch.service.history import FrameHistory
 from peerwatch.service.memory import trim
 from peerwatch.service.workload import WorkloadGroup, groups_at_end
@@ -60,12 +63,9 @@ class Evaluator:
         self.catalog = catalog or Catalog.default()
         settings = settings or DetectionSettings()
         self.policy = Policy(settings.policy)
-        # The service judges its own sight (blind.py) from the source itself; the engine's reading
-        # of "everything silent at once" in the data would be the same incident twice.
-        self.engine = Engine(
-            self.catalog, policy=self.policy, ignore=lambda f: f.hint == "monitoring_blind", settings=settings
-        )
-        self.frames = ChunkFrames(
+        self.engine = Engine(self.catalog, policy=self.policy, settings=settings)
+        self.cells = LiveCells(step)
+        self.framer = Framer(
             step,
             kind_of=kind_by_catalog(self.catalog),
             node_labels=node_labels,
@@ -100,7 +100,8 @@ class Evaluator:
             return None
         scan = None
         for a in range(first, last + 1, CHUNK_STEPS):
-            frames = self.frames.frames(buffer, a, min(a + CHUNK_STEPS - 1, last), now)
+            b = min(a + CHUNK_STEPS - 1, last)
+            frames = self.framer.frames(a, b - a + 1, self.cells.cells(buffer, a, b, now))
             if frames:
                 scan = self.engine.scan(frames)
                 self.history.add(frames)
@@ -123,7 +124,7 @@ class Evaluator:
             nodes=scan.ctx.nodes,
             alarms=tuple(sorted(alarms.values(), key=lambda a: (a.ts, a.node))),
             scores=dict(scores),
-            series=self.frames.series,
+            series=self.framer.series,
             seconds=time.perf_counter() - t0,
             groups=groups_at_end(scan.ctx),
         )
