@@ -32,8 +32,8 @@ KNOWN_BACK_ARROWS: dict[tuple[str, str], str] = {}
 KNOWN_CYCLES: dict[tuple[str, ...], str] = {
     ("act", "service", "web"): "act/spares+remediation use service/store's records and service/errors;"
     " web reads service/store and act/fleet; service/app mounts web (the alarms room is not split out)",
-    ("catalog", "detect", "framer", "frames"): "framer uses detect/stream.grow; frames.frames() builds"
-    " a framer.Framer lazily; detect and catalog/report build on frames",
+    ("framer", "frames"): "framer builds on frames' Frame/counter_rates while FrameBuilder.frames()"
+    " makes a framer.Framer lazily (one module split in two)",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +17,18 @@ import numpy.typing as npt
 from peerwatch.model import FloatArray, SeriesKey
 
 IntArray = npt.NDArray[np.int64]
+A = TypeVar("A", bound=np.generic)
 BLOCK = 32  # steps per block: small, so a stray sample costs little; large enough to batch numpy work
+
+
+def grow(a: npt.NDArray[A], rows: int, fill: object) -> npt.NDArray[A]:
+    """``a`` with at least ``rows`` rows along axis 0, new ones set to ``fill``."""
+    if a.shape[0] >= rows:
+        return a
+    out = np.empty((rows, *a.shape[1:]), dtype=a.dtype)
+    out[: a.shape[0]] = a
+    out[a.shape[0] :] = fill
+    return out
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from peerwatch.detect.stream import grow
-from peerwatch.frame_store import Cells
+from peerwatch.frame_store import Cells, grow
 from peerwatch.frames import Frame, Kind, counter_rates, previous_index
 from peerwatch.model import FloatArray, SeriesKey, node_of
 

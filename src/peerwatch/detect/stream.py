@@ -27,17 +27,10 @@ import numpy.typing as npt
 
 from peerwatch.detect.context import Context, Series
 
+# grow lives with the frame store so the framer can use it without importing detect (no cycle).
+from peerwatch.frame_store import grow as grow
+
 A = TypeVar("A", bound=np.generic)
-
-
-def grow(a: npt.NDArray[A], rows: int, fill: object) -> npt.NDArray[A]:
-    """``a`` with at least ``rows`` rows along axis 0, new ones set to ``fill``."""
-    if a.shape[0] >= rows:
-        return a
-    out = np.empty((rows, *a.shape[1:]), dtype=a.dtype)
-    out[: a.shape[0]] = a
-    out[a.shape[0] :] = fill
-    return out
 
 
 def with_tail(tail: npt.NDArray[A] | None, chunk: npt.NDArray[A], fill: object) -> npt.NDArray[A]:
