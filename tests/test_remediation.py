@@ -15,12 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from peerwatch.act.names import NAME_RULES, InvalidValue
-from peerwatch.act.remediation import PRESETS, render
 from peerwatch.model import Alarm
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
 from peerwatch.service.errors import ConfigError
+from peerwatch.service.remediation import PRESETS, render
 from peerwatch.service.sqlite_store import SQLiteStore
 from peerwatch.service.store import ActionRecord, StepChanges, StoredAlarm
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from peerwatch.act.spares import AVAILABLE, IN_USE
 from peerwatch.cli import app
 from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service import Service
@@ -24,6 +23,7 @@ from peerwatch.service.errors import ConfigError, Conflict, NotFound
 from peerwatch.service.live_sources import Fetch
 from peerwatch.service.metrics import node_risk
 from peerwatch.service.reconcile import Judged, reconcile
+from peerwatch.service.spares import AVAILABLE, IN_USE
 from peerwatch.service.store import ActionRecord, StepChanges, Store, StoredAlarm
 from peerwatch.service.stores import open_store
 

@@ -21,10 +21,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from peerwatch import __version__
-from peerwatch.act import spares
-from peerwatch.act.remediation import Remediator
-from peerwatch.service import metrics
+from peerwatch.service import metrics, spares
 from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
+from peerwatch.service.remediation import Remediator
 from peerwatch.service.rendered import Rendered
 from peerwatch.service.runner import Service
 from peerwatch.service.views import node_views

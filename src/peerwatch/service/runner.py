@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from peerwatch.act import spares
+from peerwatch.service import spares
 from peerwatch.service.alertmanager import AlertmanagerSink
 from peerwatch.service.blind import Blindness, blind_changes, blindness
 from peerwatch.service.buffer import SampleBuffer
@@ -187,7 +187,7 @@ class Service:
         return rows
 
     def _quarantine(self, opened: Sequence[StoredAlarm], wall: float) -> None:
-        """An alarm that opens on an available spare takes it out of the offer (act/spares.py)."""
+        """An alarm that opens on an available spare takes it out of the offer (service/spares.py)."""
         if not opened:
             return
         available = {n.node for n in self.store.nodes() if n.spare == spares.AVAILABLE}

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule, check_values, shell_in
+from peerwatch.service.errors import BadRequest, Conflict, NotFound
+from peerwatch.service.spares import AVAILABLE, IN_USE, spare_pool
+from peerwatch.service.store import ActionRecord, Store
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # config imports this module's templates at load
     from peerwatch.service.config import RemediationConfig
-    from peerwatch.service.store import Store
 
 Command = tuple[str, ...]
 
@@ -138,11 +140,6 @@ class Remediator:
     ) -> dict[str, object]:
         """Render the action's commands for the alarm's node (and the lowest-risk available spare for a
         swap), run them in execute mode, store the action; the JSON of what was done."""
-        # Imported here: the service's configuration imports this module's templates at load.
-        from peerwatch.act.spares import AVAILABLE, IN_USE, spare_pool
-        from peerwatch.service.errors import BadRequest, Conflict, NotFound
-        from peerwatch.service.store import ActionRecord
-
         config = self.config
         if config is None:
             raise Conflict("remediation is not configured (setting remediation)")
