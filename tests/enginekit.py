@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from peerwatch.decide.policy import Policy
 from peerwatch.detect.context import Context
-from peerwatch.detect.policy import Policy
 from peerwatch.engine import Detector, Engine, analyze_frames, default_detectors, load_frames
 from peerwatch.evaluate import load_labels, score
 from peerwatch.evaluate.score import ScenarioScore

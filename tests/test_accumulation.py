@@ -20,6 +20,7 @@ import pytest
 from enginekit import alarms_of
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
+from peerwatch.decide.policy import Policy
 from peerwatch.detect.accumulation import (
     AccumulationDetector,
     AccumulationSettings,
@@ -30,7 +31,6 @@ from peerwatch.detect.accumulation import (
 from peerwatch.detect.context import Context
 from peerwatch.detect.groups import MAIN
 from peerwatch.detect.poisson import poisson_surprise
-from peerwatch.detect.policy import Policy
 from peerwatch.engine import Engine, analyze_frames, context_of, default_detectors, load_frames
 from peerwatch.frames import Frame
 from peerwatch.model import Alarm, Evidence, Finding, FloatArray

@@ -10,7 +10,7 @@ import pytest
 from enginekit import alarms_of
 from framekit import make_frame
 from peerwatch.catalog.load import Catalog
-from peerwatch.detect import policy as policy_module
+from peerwatch.decide import policy as policy_module
 from peerwatch.detect.agent import (
     INFO,
     STATUS,
@@ -165,7 +165,7 @@ def test_check_table_rejects_unknown_words_and_bad_patterns() -> None:
         parse_check_rules("check,hint_pattern,diagnosis,why\nx,,overheat,\n", "t.csv")
     with pytest.raises(ValueError, match="bad hint_pattern"):
         parse_check_rules("check,hint_pattern,diagnosis,why\nx,(,unknown,\n")
-    shipped = resources.files("peerwatch.diagnose").joinpath("agent_checks.csv").read_text("utf-8")
+    shipped = resources.files("peerwatch.decide").joinpath("agent_checks.csv").read_text("utf-8")
     assert all(r.diagnosis in (*DIAGNOSES, "xid") for r in parse_check_rules(shipped))
 
 

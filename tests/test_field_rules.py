@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from enginekit import analysed, assert_same_alarms, record, streamed
+from peerwatch.decide.policy import Policy
+from peerwatch.decide.rules import Diagnoser
 from peerwatch.detect.groups import IDLE, MAIN
-from peerwatch.detect.policy import Policy
 from peerwatch.detect.transitions import held_nodes
-from peerwatch.diagnose.rules import Diagnoser
 from peerwatch.frames import Frame
 from peerwatch.model import Alarm
 from peerwatch.simulate import Benign, ClusterSpec, FaultRequest, Scenario

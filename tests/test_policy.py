@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from peerwatch.decide.actions import severity_and_action
+from peerwatch.decide.policy import Policy, PolicySettings, fuse
+from peerwatch.decide.rules import Diagnoser
+from peerwatch.decide.xid import xid_meaning
 from peerwatch.detect.context import Context
 from peerwatch.detect.groups import MAIN
-from peerwatch.detect.policy import Policy, PolicySettings, fuse
-from peerwatch.diagnose.actions import severity_and_action
-from peerwatch.diagnose.rules import Diagnoser
-from peerwatch.diagnose.xid import xid_meaning
 from peerwatch.model import DIAGNOSES, Evidence, Finding
 
 START, STEP = 1_000_000_020.0, 30.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from peerwatch.diagnose.actions import severity_and_action
+from peerwatch.decide.actions import severity_and_action
 from peerwatch.model import DIAGNOSES
 
 RUNBOOKS = Path(__file__).resolve().parents[1] / "docs" / "runbooks"

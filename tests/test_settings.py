@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from peerwatch.cli import app
-from peerwatch.detect.policy import PolicySettings
+from peerwatch.decide.policy import PolicySettings
 from peerwatch.detect.settings import DetectionSettings
 from peerwatch.detect.settings_doc import render, settings_rows, shown
 from peerwatch.service.config import config_from_dict, load_config, load_detection

@@ -15,6 +15,7 @@ import numpy as np
 
 from peerwatch.catalog.classify import observed_kind
 from peerwatch.catalog.load import Catalog
+from peerwatch.decide.policy import Policy, PolicyState
 from peerwatch.detect.accumulation import AccumulationDetector
 from peerwatch.detect.agent import AgentCheckDetector
 from peerwatch.detect.cluster import ClusterDetector
@@ -24,7 +25,6 @@ from peerwatch.detect.failslow import FailSlowDetector
 from peerwatch.detect.group_summary import tally
 from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
-from peerwatch.detect.policy import Policy, PolicyState
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.settings import DetectionSettings
 from peerwatch.detect.states import StateDetector

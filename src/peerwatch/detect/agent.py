@@ -3,7 +3,7 @@
 A check's status is its current truth: a GPU the agent has called CRITICAL since before the data
 began is still CRITICAL, so unlike an XID a status is reported whether or not it changed. OK and
 UNKNOWN (the check could not look) are never findings. The diagnosis comes from a table by check
-name (``diagnose/agent_checks.csv``), refined by the check's hint text (nvidia-smi, DCGM) and, for
+name (``decide/agent_checks.csv``), refined by the check's hint text (nvidia-smi, DCGM) and, for
 Xids, by the XID meaning table.
 """
 
@@ -19,9 +19,9 @@ from importlib import resources
 
 import numpy as np
 
+from peerwatch.decide.xid import xid_meaning
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.stream import grow
-from peerwatch.diagnose.xid import xid_meaning
 from peerwatch.model import DIAGNOSES, BoolArray, Evidence, Finding, FloatArray
 
 STATUS = "peerwatch_agent_check_status"
@@ -79,8 +79,8 @@ def parse_check_rules(text: str, where: str = "agent_checks.csv") -> tuple[Check
 
 @cache
 def check_rules() -> tuple[CheckRule, ...]:
-    """The rows of ``diagnose/agent_checks.csv`` in order (first match wins)."""
-    return parse_check_rules(resources.files("peerwatch.diagnose").joinpath("agent_checks.csv").read_text("utf-8"))
+    """The rows of ``decide/agent_checks.csv`` in order (first match wins)."""
+    return parse_check_rules(resources.files("peerwatch.decide").joinpath("agent_checks.csv").read_text("utf-8"))
 
 
 def diagnosis_of(check: str, hint: str, last_xid: float | None = None) -> tuple[str, str]:

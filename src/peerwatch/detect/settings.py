@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from peerwatch.decide.policy import PolicySettings
 from peerwatch.detect.accumulation import AccumulationSettings
 from peerwatch.detect.agent import AgentSettings
 from peerwatch.detect.cluster import ClusterSettings
@@ -18,7 +19,6 @@ from peerwatch.detect.counters import CounterSettings
 from peerwatch.detect.failslow import FailSlowSettings
 from peerwatch.detect.groups import GroupSettings
 from peerwatch.detect.peer import PeerSettings
-from peerwatch.detect.policy import PolicySettings
 from peerwatch.detect.presence import PresenceSettings
 from peerwatch.detect.states import StateSettings
 from peerwatch.detect.temporal import TemporalSettings

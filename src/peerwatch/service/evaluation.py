@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from peerwatch.catalog.load import Catalog
-from peerwatch.detect.policy import Policy
+from peerwatch.decide.policy import Policy
 from peerwatch.detect.settings import DetectionSettings
 from peerwatch.engine import Engine, kind_by_catalog
 from peerwatch.framer import Framer

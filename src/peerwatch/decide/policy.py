@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from peerwatch.decide.actions import severity_and_action
+from peerwatch.decide.rules import HARDWARE, Diagnoser
 from peerwatch.detect.context import Context
 from peerwatch.detect.groups import move_keys
-from peerwatch.diagnose.actions import severity_and_action
-from peerwatch.diagnose.rules import HARDWARE, Diagnoser
 from peerwatch.model import Alarm, AlarmChange, Finding
 
 SURE_DETECTORS = frozenset({"state", "presence", "agent"})

@@ -183,5 +183,5 @@ def _votes(diagnoser: Diagnoser, signal: str) -> Mapping[str, float]:
 
 @cache
 def _default() -> Diagnoser:
-    text = resources.files("peerwatch.diagnose").joinpath("rules.toml").read_text(encoding="utf-8")
+    text = resources.files("peerwatch.decide").joinpath("rules.toml").read_text(encoding="utf-8")
     return Diagnoser.from_toml(text)

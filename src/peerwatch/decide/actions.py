@@ -17,7 +17,7 @@ from peerwatch.model import DIAGNOSES
 
 @cache
 def _table() -> dict[str, tuple[str, str, float]]:
-    text = resources.files("peerwatch.diagnose").joinpath("actions.csv").read_text(encoding="utf-8")
+    text = resources.files("peerwatch.decide").joinpath("actions.csv").read_text(encoding="utf-8")
     out = {}
     for row in csv.DictReader(io.StringIO(text)):
         if row["diagnosis"] not in DIAGNOSES or row["severity"] not in ("warning", "critical"):
