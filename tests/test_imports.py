@@ -32,10 +32,6 @@ KNOWN_BACK_ARROWS: dict[tuple[str, str], str] = {}
 KNOWN_CYCLES: dict[tuple[str, ...], str] = {
     ("service", "web"): "web reads service/store, views and config; service/app mounts web's routers"
     " (web sits on service until the store and views move to an alarms room)",
-    ("decide", "detect"): "decide/policy reads detect's Context and move_keys (the data-flow arrow), while"
-    " detect/settings.py nests PolicySettings in DetectionSettings and detect/states.py, detect/agent.py"
-    " name Xids with decide/xid.py (until the settings table sits above both and Xid meanings join the"
-    " catalogue)",
     ("framer", "frames"): "framer builds on frames' Frame/counter_rates while FrameBuilder.frames()"
     " makes a framer.Framer lazily (one module split in two)",
 }

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from peerwatch.catalog.xid import xid_meaning
 from peerwatch.decide.actions import severity_and_action
 from peerwatch.decide.policy import Policy, PolicySettings, fuse
 from peerwatch.decide.rules import Diagnoser
-from peerwatch.decide.xid import xid_meaning
 from peerwatch.detect.context import Context
 from peerwatch.detect.groups import MAIN
 from peerwatch.model import DIAGNOSES, Evidence, Finding

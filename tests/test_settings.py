@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from peerwatch.cli import app
 from peerwatch.decide.policy import PolicySettings
-from peerwatch.detect.settings import DetectionSettings
-from peerwatch.detect.settings_doc import render, settings_rows, shown
 from peerwatch.service.config import config_from_dict, load_config, load_detection
 from peerwatch.service.errors import ConfigError
 from peerwatch.service.evaluation import Evaluator
+from peerwatch.settings import DetectionSettings
+from peerwatch.settings_doc import render, settings_rows, shown
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate, write_recording
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ TSDB = {"source": {"tsdb": {"url": "http://vm:8428"}}}
 
 
 def test_docs_hold_the_table_generated_from_the_dataclasses() -> None:
-    assert render() in DOC.read_text(), "docs/settings.md is stale: run python -m peerwatch.detect.settings_doc"
+    assert render() in DOC.read_text(), "docs/settings.md is stale: run python -m peerwatch.settings_doc"
 
 
 def test_every_setting_has_a_description_and_its_default_in_the_doc() -> None:

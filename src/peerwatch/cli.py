@@ -14,7 +14,7 @@ from peerwatch import __version__
 from peerwatch.series_budget import SeriesBudget
 
 if TYPE_CHECKING:
-    from peerwatch.detect.settings import DetectionSettings
+    from peerwatch.settings import DetectionSettings
     from peerwatch.sources.tsdb_http import HttpOptions
 
 T = TypeVar("T")

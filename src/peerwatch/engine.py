@@ -26,7 +26,6 @@ from peerwatch.detect.group_summary import tally
 from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.presence import PresenceDetector
-from peerwatch.detect.settings import DetectionSettings
 from peerwatch.detect.states import StateDetector
 from peerwatch.detect.stream import grow
 from peerwatch.detect.temporal import TemporalDetector
@@ -37,6 +36,7 @@ from peerwatch.framer import Framer
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.series_budget import SeriesBudget
+from peerwatch.settings import DetectionSettings
 from peerwatch.sources.inputs import read_inputs
 from peerwatch.sources.tsdb_http import HttpOptions
 

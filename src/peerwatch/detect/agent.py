@@ -19,7 +19,7 @@ from importlib import resources
 
 import numpy as np
 
-from peerwatch.decide.xid import xid_meaning
+from peerwatch.catalog.xid import xid_meaning
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.stream import grow
 from peerwatch.model import DIAGNOSES, BoolArray, Evidence, Finding, FloatArray

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from peerwatch.decide.xid import xid_meaning
+from peerwatch.catalog.xid import xid_meaning
 from peerwatch.detect.cluster import RowMatch, match_rows
 from peerwatch.detect.context import Context, IntArray, Series, interface_type
 from peerwatch.detect.counters import carried_previous, carried_recent_count, recurrence_score

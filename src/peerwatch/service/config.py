@@ -28,10 +28,10 @@ from pydantic import (
 )
 
 from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule
-from peerwatch.detect.settings import DetectionSettings
 from peerwatch.redact import redact_url as redact_url  # re-exported: postgres_store imports it from here
 from peerwatch.service.errors import ConfigError
 from peerwatch.service.remediation import PRESETS, Command, check_shell, check_template
+from peerwatch.settings import DetectionSettings
 from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions, tenant_url
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

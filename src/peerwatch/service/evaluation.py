@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.decide.policy import Policy
-from peerwatch.detect.settings import DetectionSettings
 from peerwatch.engine import Engine, kind_by_catalog
 from peerwatch.framer import Framer
 from peerwatch.model import Alarm
@@ -26,6 +25,7 @@ from peerwatch.service.cells import LiveCells
 from peerwatch.service.history import FrameHistory
 from peerwatch.service.memory import trim
 from peerwatch.service.workload import WorkloadGroup, groups_at_end
+from peerwatch.settings import DetectionSettings
 
 ScoreKey = tuple[str, str, str]  # node, component, metric
 # A backlog (the warm-up window, a gap) is judged this many steps at a time: the frames and the

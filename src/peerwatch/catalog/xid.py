@@ -29,7 +29,7 @@ class XidMeaning:
 
 @cache
 def _table() -> dict[int, XidMeaning]:
-    text = resources.files("peerwatch.decide").joinpath("xid_diagnosis.csv").read_text(encoding="utf-8")
+    text = resources.files("peerwatch.catalog").joinpath("xid_diagnosis.csv").read_text(encoding="utf-8")
     out = {}
     for row in csv.DictReader(io.StringIO(text)):
         diagnosis = row["diagnosis"] or None

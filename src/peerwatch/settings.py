@@ -1,7 +1,7 @@
 """Every detector's and the policy's thresholds in one typed table.
 
 Each part is the detector's own frozen settings dataclass; its fields' comments are their
-documentation (docs/settings.md is generated from them by :mod:`peerwatch.detect.settings_doc`, and
+documentation (docs/settings.md is generated from them by :mod:`peerwatch.settings_doc`, and
 a test fails when a field has none). ``peerwatch analyze --config`` and ``serve`` read the
 ``detection:`` section of a YAML file into this table (service/config.py validates it, unknown keys
 rejected); the defaults are what runs without one.
