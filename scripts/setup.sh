@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what peerwatch needs into ./.venv; with --services also the Debian packages the tests start
-# (VictoriaMetrics, Prometheus, node_exporter, Alertmanager, PostgreSQL, Chromium for the dashboard tests). Idempotent: only what is missing is installed.
+# (VictoriaMetrics, Prometheus, node_exporter, Alertmanager, PostgreSQL, Chromium for the dashboard tests,
+# openssl for the TLS test certificates, systemd-analyze to verify the units). Idempotent: only what is missing is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,7 @@ if [[ "${1:-}" == "--services" ]]; then
   for pair in victoria-metrics:/usr/bin/victoria-metrics prometheus:/usr/bin/prometheus \
               prometheus-node-exporter:/usr/bin/prometheus-node-exporter \
               prometheus-alertmanager:/usr/bin/prometheus-alertmanager chromium:/usr/bin/chromium \
+              openssl:/usr/bin/openssl systemd:/usr/bin/systemd-analyze \
               'postgresql:/usr/lib/postgresql/*/bin/postgres'; do
     # A path may be a glob (PostgreSQL's binaries live under its major version): the last match counts.
     found=(${pair#*:})
