@@ -121,3 +121,31 @@ def test_bare_special_values_as_victoriametrics_writes_them() -> None:
     (b,) = read_vm_jsonl([line], "mem", problems)
     assert not problems.problems and b.key.get("le") == "+Inf"
     assert b.values[0] == 1 and np.isposinf(b.values[1]) and np.isneginf(b.values[2]) and np.isnan(b.values[3])
+
+
+def test_typed_and_careful_reads_agree_and_a_line_the_fast_path_refuses_does_not_stop_it() -> None:
+    # Lines simdjson reads into typed buffers (ints and floats mixed, a 2**64-1 counter, exponents)
+    # around lines only the careful path reads (bare NaN, numbers as strings, a null, a broken line):
+    # every line gives what the careful path alone gives, and the fast path still works after each.
+    good = [
+        {"metric": {"__name__": "c", "i": str(i)}, "values": [0, 1.5, 18446744073709551615, -2e-7, 3], "timestamps":
+         [1000, 2000, 3000, 4000, 5000]}
+        for i in range(4)
+    ]  # fmt: skip
+    odd = [
+        b'{"metric":{"__name__":"n"},"values":[NaN,1],"timestamps":[1000,2000]}',
+        b'{"metric":{"__name__":"s"},"values":["1.5","2"],"timestamps":[1000,2000]}',
+        b'{"metric":{"__name__":"z"},"values":[null,2],"timestamps":[1000,2000]}',
+        b'{"metric":{"__name__":"b"},"values":[1,2',
+    ]
+    lines = [orjson.dumps(good[0]), odd[0], orjson.dumps(good[1]), odd[1], orjson.dumps(good[2]), odd[2]]
+    lines += [orjson.dumps(good[3]), odd[3]]
+    problems = ProblemLog()
+    blocks = {b.key.name + b.key.get("i", ""): b for b in read_vm_jsonl(lines, "mem", problems)}
+    assert sorted(blocks) == ["c0", "c1", "c2", "c3", "n", "s", "z"]
+    for i in range(4):
+        np.testing.assert_array_equal(blocks[f"c{i}"].values, np.array(good[i]["values"], dtype=np.float64))
+        np.testing.assert_array_equal(blocks[f"c{i}"].timestamps, [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert np.isnan(blocks["n"].values[0]) and blocks["s"].values.tolist() == [1.5, 2.0]
+    assert np.isnan(blocks["z"].values[0]) and blocks["z"].values[1] == 2.0
+    assert [p.where for p in problems.problems] == ["mem:4", "mem:8"]  # the strings, the cut line (null: missing)
