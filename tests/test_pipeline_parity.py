@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from peerwatch.engine import analyze
+from peerwatch.engine import analyze, analyze_segments, read_frames
 from peerwatch.frames import step_of
 from peerwatch.model import Alarm, ProblemLog, SeriesBlock
 from peerwatch.service.buffer import SampleBuffer
@@ -49,19 +50,35 @@ def live(path: Path) -> list[Alarm]:
     return sorted(latest.values(), key=lambda a: (a.ts, a.node))
 
 
-def test_every_fault_kind_streamed_step_by_step_gives_exactly_the_alarms_of_analyze(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def every_kind(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """10 nodes, 45 min, every fault kind once, on different nodes at different times."""
     nodes = 10
     kinds = list(KINDS)
     faults = tuple(
         FaultRequest(kind, node=f"gpu{i % (nodes - 2) + 1:03d}", at=0.15 + 0.75 * i / len(kinds))
         for i, kind in enumerate(kinds)
     )
-    write_recording(simulate(Scenario("every_kind", default_spec(nodes), hours=0.75, seed=5, faults=faults)), tmp_path)
-    path = tmp_path / "metrics.jsonl"
-    offline = analyze([str(path)], now=NOW)
-    streamed = live(path)
+    out = tmp_path_factory.mktemp("every_kind")
+    write_recording(simulate(Scenario("every_kind", default_spec(nodes), hours=0.75, seed=5, faults=faults)), out)
+    return out / "metrics.jsonl"
+
+
+def test_every_fault_kind_streamed_step_by_step_gives_exactly_the_alarms_of_analyze(every_kind: Path) -> None:
+    offline = analyze([str(every_kind)], now=NOW)
+    streamed = live(every_kind)
     assert len(offline) >= 5, "too few alarms for the comparison to say much"
     # Equal, not close: identity, opening step, diagnosis, score, evidence values, escalations.
     assert [a.as_json() for a in streamed] == [a.as_json() for a in offline]
     # Every field to the last bit (repr: a float's shortest exact form; NaN, a missing value, alike).
     assert repr(streamed) == repr(offline)
+
+
+def test_the_peer_detector_in_a_child_process_gives_exactly_the_alarms_of_one_process(every_kind: Path) -> None:
+    # Short chunks, so that chunks are begun ahead of the child (offload.py) and its state carried.
+    offline = analyze([str(every_kind)], now=NOW)
+    builder = read_frames([str(every_kind)], now=NOW)
+    judged = list(analyze_segments(builder, chunk=20, jobs=2))
+    two = sorted((a for j in judged for a in j.alarms), key=lambda a: (a.ts, a.node))
+    assert len(offline) >= 5
+    assert repr(two) == repr(offline)

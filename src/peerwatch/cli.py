@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,11 @@ def _http_options(path: Path | None) -> HttpOptions | None:
     from peerwatch.service.config import load_http_config
 
     return _from_file(load_http_config, path)
+
+
+def _cores() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _detection(path: Path | None) -> DetectionSettings | None:
@@ -185,6 +191,16 @@ def analyze(
             "a peerwatch.yaml of serve will do.",
         ),
     ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            help="Processes judging at once: 1 judges in this process alone; 0 (default) uses the "
+            "machine's cores (the peer detector in a second process). The alarms are the same.",
+        ),
+    ] = 0,
 ) -> None:
     """Detect failing nodes, GPUs, ports and mounts in recorded metrics; write the alarms as JSON lines."""
     from rich.console import Console
@@ -208,7 +224,7 @@ def analyze(
     alarms: list[Alarm] = []
     longest: Judged | None = None  # its peer groups are the ones summed up
     with working("judging"):
-        for judged in analyze_segments(builder, settings=settings):
+        for judged in analyze_segments(builder, settings=settings, jobs=jobs or _cores()):
             alarms.extend(judged.alarms)
             if longest is None or judged.steps > longest.steps:
                 longest = judged

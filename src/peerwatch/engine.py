@@ -7,6 +7,7 @@ recording gives the alarms a live run would have raised at each step.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +36,7 @@ from peerwatch.frame_store import Span
 from peerwatch.framer import Framer
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
+from peerwatch.offload import OFFLOADED, RemoteDetector
 from peerwatch.series_budget import SeriesBudget
 from peerwatch.settings import DetectionSettings
 from peerwatch.sources.inputs import read_inputs
@@ -146,9 +148,18 @@ class Scan:
     alarms: tuple[Alarm, ...]
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A chunk half judged (``Engine.begin``): its context and the findings of the in-process detectors."""
+
+    ctx: Context
+    found: dict[str, list[Finding]]
+
+
 class Engine:
     """The whole engine, chunk after chunk with every stage's state carried: a run streamed step by
-    step gives the alarms of one ``analyze`` over it."""
+    step gives the alarms of one ``analyze`` over it. With ``jobs`` > 1 the heaviest detectors
+    (offload.OFFLOADED) run each in a child process; close the engine (or use it in ``with``)."""
 
     def __init__(
         self,
@@ -158,6 +169,7 @@ class Engine:
         settings: DetectionSettings | None = None,
         *,
         recorded: bool = False,
+        jobs: int = 1,
     ) -> None:
         self.settings = settings or DetectionSettings()
         self.catalog = catalog or Catalog.default()
@@ -165,18 +177,47 @@ class Engine:
         self.policy = policy or Policy(self.settings.policy)
         self.recorded = recorded  # a recording's stretch: see Context
         self.state = EngineState()
+        away = set(OFFLOADED[: max(0, jobs - 1)])
+        self.remote = {d.name: RemoteDetector(d) for d in self.detectors if d.name in away}
 
     def scan(self, frames: Mapping[str, Frame]) -> Scan:
         """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
+        return self.finish(self.begin(frames))
+
+    def begin(self, frames: Mapping[str, Frame]) -> Pending:
+        """The next chunk's context, sent to the child processes, and the other detectors' findings.
+        Chunks are finished in the order begun; one may be begun before the last is finished, so that
+        the children always have a chunk to judge."""
         st = self.state
         ctx = _context(frames, self.catalog, st, self.settings, self.recorded)
+        st.steps += ctx.steps
+        for remote in self.remote.values():
+            remote.submit(ctx)
+        found: dict[str, list[Finding]] = {}
+        for d in self.detectors:
+            if d.name not in self.remote:
+                found[d.name], st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
+        return Pending(ctx, found)
+
+    def finish(self, pending: Pending) -> Scan:
+        """Every detector's findings, in the detectors' order, through the policy."""
+        st = self.state
         findings: list[Finding] = []
         for d in self.detectors:
-            found, st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
-            findings.extend(found)
-        alarms, st.policy = self.policy.scan(ctx, findings, st.policy)
-        st.steps += ctx.steps
-        return Scan(ctx, tuple(findings), tuple(alarms))
+            findings.extend(self.remote[d.name].result() if d.name in self.remote else pending.found[d.name])
+        alarms, st.policy = self.policy.scan(pending.ctx, findings, st.policy)
+        return Scan(pending.ctx, tuple(findings), tuple(alarms))
+
+    def close(self) -> None:
+        for remote in self.remote.values():
+            remote.close()
+        self.remote = {}
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def analyze_frames(
@@ -266,27 +307,33 @@ def analyze_segments(
     policy: Policy | None = None,
     settings: DetectionSettings | None = None,
     chunk: int = CHUNK_STEPS,
+    jobs: int = 1,
 ) -> Iterator[Judged]:
     """Each stretch of data judged apart, in time order (a gap is a gap, not an outage), by the
     streamed engine fed ``chunk`` steps at a time through the framer the live service uses, so a
-    recording streamed step by step gives these alarms. Memory follows a chunk, not the recording."""
+    recording streamed step by step gives these alarms. Memory follows a chunk, not the recording.
+    With ``jobs`` > 1 the next chunk is framed and begun while a child process judges this one (offload.py)."""
     catalog = catalog or Catalog.default()
     for span in builder.segments():
         framer = Framer(
             builder.step, kind_of=builder.kind_of, node_labels=builder.node_labels,
             node_labels_for=builder.node_labels_for,
         )  # fmt: skip
-        engine = Engine(catalog, policy=policy, settings=settings, recorded=True)
+        parts = [Span(lo, min(lo + chunk - 1, span.hi), 0) for lo in range(span.lo, span.hi + 1, chunk)]
         alarms: dict[str, Alarm] = {}
         counts = tally(np.zeros((0, 0), dtype=np.int64))
         scan: Scan | None = None
-        for lo in range(span.lo, span.hi + 1, chunk):
-            part = Span(lo, min(lo + chunk - 1, span.hi), 0)
-            frames = framer.frames(part.lo, part.steps, builder.cells(part))
-            if frames:
-                scan = engine.scan(frames)
-                alarms.update((a.id, a) for a in scan.alarms)
-                counts = grow(counts, len(scan.ctx.nodes), 0) + tally(scan.ctx.groups)
+        with Engine(catalog, policy=policy, settings=settings, recorded=True, jobs=jobs) as engine:
+            ahead = 1 if engine.remote else 0  # chunks begun and not finished: the children's queue
+            pending: deque[Pending] = deque()
+            for i, part in enumerate(parts):
+                frames = framer.frames(part.lo, part.steps, builder.cells(part))
+                if frames:
+                    pending.append(engine.begin(frames))
+                while pending and (len(pending) > ahead or i == len(parts) - 1):
+                    scan = engine.finish(pending.popleft())
+                    alarms.update((a.id, a) for a in scan.alarms)
+                    counts = grow(counts, len(scan.ctx.nodes), 0) + tally(scan.ctx.groups)
         if scan is None or not scan.ctx.nodes:
             builder.problems.add("input", "no series names a node (node, hostname or instance label): give --node")
             continue

@@ -1,0 +1,76 @@
+"""A detector in a child process (offload.py): the same findings as in this process, chunk after
+chunk with its state carried there, and a failure there raised here with the child's traceback."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from peerwatch.catalog.load import Catalog
+from peerwatch.detect.context import Context
+from peerwatch.detect.peer import PeerDetector
+from peerwatch.engine import EngineState, _context, kind_by_catalog
+from peerwatch.frames import FrameBuilder
+from peerwatch.model import Finding
+from peerwatch.offload import DetectorFailed, RemoteDetector
+from peerwatch.settings import DetectionSettings
+from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
+
+
+def contexts(chunk: int = 30) -> list[Context]:
+    """A 12-node hour with a hot GPU, as the engine's successive chunks."""
+    faults = (FaultRequest("thermal_throttle", node="gpu003", at=0.4),)
+    sim = simulate(Scenario("offload", default_spec(12), hours=1.0, seed=3, faults=faults))
+    catalog = Catalog.default()
+    builder = FrameBuilder(30.0, kind_of=kind_by_catalog(catalog), node_labels_for=catalog.node_labels, now=2e9)
+    frames = builder.add_all(sim.blocks()).build()
+    state, settings, out = EngineState(), DetectionSettings(), []
+    steps = next(iter(frames.values())).steps
+    for lo in range(0, steps, chunk):
+        hi = min(lo + chunk, steps)
+        part = {name: replace(f, start=f.start + f.step * lo, values=f.values[:, lo:hi]) for name, f in frames.items()}
+        out.append(_context(part, catalog, state, settings))
+        state.steps += out[-1].steps
+    return out
+
+
+def test_a_detector_in_a_child_finds_what_it_finds_here() -> None:
+    chunks = contexts()
+    here, state = PeerDetector(DetectionSettings().peer), None
+    expected: list[list[Finding]] = []
+    for ctx in chunks:
+        found, state = here.scan(ctx, state)
+        expected.append(found)
+    assert sum(map(len, expected)) > 0, "the peer detector must find something for the comparison to say much"
+    remote = RemoteDetector(PeerDetector(DetectionSettings().peer))
+    try:
+        got = []
+        for ctx in chunks:
+            remote.submit(ctx)  # two in flight: the child queues them
+            if ctx is not chunks[0]:
+                got.append(remote.result())
+        got.append(remote.result())
+    finally:
+        remote.close()
+    assert repr(got) == repr(expected)
+
+
+class Boom:
+    name = "boom"
+
+    def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]:
+        raise ValueError(f"no good at step {ctx.steps}")
+
+
+def test_a_failure_in_the_child_is_raised_here_with_its_traceback() -> None:
+    remote = RemoteDetector(Boom())
+    try:
+        remote.submit(contexts()[0])
+        with pytest.raises(DetectorFailed, match=r"(?s)boom detector failed.*ValueError: no good at step 30"):
+            remote.result()
+        with pytest.raises(DetectorFailed, match="process ended"):
+            remote.result()
+    finally:
+        remote.close()
