@@ -21,12 +21,15 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from peerwatch import __version__
-from peerwatch.service import metrics, spares
-from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
-from peerwatch.service.remediation import Remediator
-from peerwatch.service.rendered import Rendered
+from peerwatch.alarms import spares
+from peerwatch.alarms.errors import BadRequest, NotFound, ServiceError
+from peerwatch.alarms.remediation import Remediator
+from peerwatch.alarms.rendered import Rendered
+from peerwatch.alarms.store import node_risk
+from peerwatch.alarms.views import node_views
+from peerwatch.service import metrics
+from peerwatch.service.errors import Forbidden, Unauthorized
 from peerwatch.service.runner import Service
-from peerwatch.service.views import node_views
 from peerwatch.web import dashboard_router, docs_router
 from peerwatch.web.paths import node_in_path
 
@@ -174,7 +177,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
     def prometheus_metrics() -> PlainTextResponse:
         """Scores, risk, open alarms and peerwatch's own health in the Prometheus text format."""
         open_alarms = service.store.alarms(open_only=True, limit=100_000)
-        risk = metrics.node_risk(
+        risk = node_risk(
             service.store.alarms(limit=100_000), (n.node for n in service.store.nodes()), service.clock.now()
         )
         text = metrics.render(service.health, open_alarms, risk)

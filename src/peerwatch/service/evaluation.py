@@ -17,17 +17,16 @@ from dataclasses import dataclass, field
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.decide.policy import Policy
+from peerwatch.detect.workload import WorkloadGroup, groups_at_end
 from peerwatch.engine import Engine, kind_by_catalog
 from peerwatch.framer import Framer
-from peerwatch.model import Alarm
+from peerwatch.model import Alarm, ScoreKey
 from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.cells import LiveCells
 from peerwatch.service.history import FrameHistory
 from peerwatch.service.memory import trim
-from peerwatch.service.workload import WorkloadGroup, groups_at_end
 from peerwatch.settings import DetectionSettings
 
-ScoreKey = tuple[str, str, str]  # node, component, metric
 # A backlog (the warm-up window, a gap) is judged this many steps at a time: the frames and the
 # detectors' scratch arrays grow with the steps judged at once (at 1,000 nodes, 20 steps at once
 # peaked at 4 GiB).

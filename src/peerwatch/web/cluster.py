@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peerwatch.service.evaluation import ScoreKey
-from peerwatch.service.workload import LONE_KIND
+from peerwatch.detect.workload import LONE_KIND
+from peerwatch.model import ScoreKey
 from peerwatch.web.format import count, number
 from peerwatch.web.page import badge, esc
 from peerwatch.web.paths import node_url

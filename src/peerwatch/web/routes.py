@@ -15,10 +15,10 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from peerwatch.service.errors import BadRequest, NotFound
-from peerwatch.service.rendered import Rendered
+from peerwatch.alarms.errors import BadRequest, NotFound
+from peerwatch.alarms.rendered import Rendered
+from peerwatch.alarms.views import node_views
 from peerwatch.service.runner import Service
-from peerwatch.service.views import node_views
 from peerwatch.web.alarms import render_alarm, render_alarm_list
 from peerwatch.web.catalog_page import CatalogCache, render_catalog
 from peerwatch.web.cluster import render_cluster

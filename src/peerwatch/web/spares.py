@@ -13,8 +13,8 @@ from typing import Any
 
 from peerwatch.act.fleet import FleetReport, fleet_report
 from peerwatch.act.history import make_history
-from peerwatch.service.spares import Swap, recommend
-from peerwatch.service.store import StoredAlarm, fault_events
+from peerwatch.alarms.spares import Swap, recommend
+from peerwatch.alarms.store import StoredAlarm, fault_events
 from peerwatch.web.format import clock, count
 from peerwatch.web.page import badge, esc, link, table
 from peerwatch.web.paths import node_url
