@@ -30,8 +30,6 @@ KNOWN_BACK_ARROWS: dict[tuple[str, str], str] = {}
 
 # Cycles as the sorted tuple of rooms in one strongly connected component -> why.
 KNOWN_CYCLES: dict[tuple[str, ...], str] = {
-    ("service", "web"): "web reads service/store, views and config; service/app mounts web's routers"
-    " (web sits on service until the store and views move to an alarms room)",
     ("framer", "frames"): "framer builds on frames' Frame/counter_rates while FrameBuilder.frames()"
     " makes a framer.Framer lazily (one module split in two)",
 }

@@ -11,6 +11,7 @@ import hmac
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -30,7 +31,7 @@ from peerwatch.alarms.views import node_views
 from peerwatch.service import metrics
 from peerwatch.service.errors import Forbidden, Unauthorized
 from peerwatch.service.runner import Service
-from peerwatch.web import dashboard_router, docs_router
+from peerwatch.web import DashboardSettings, dashboard_router, docs_router
 from peerwatch.web.paths import node_in_path
 
 API_THREADS = 2  # requests handled at once; the rest wait their turn without taking the evaluation's time
@@ -204,6 +205,13 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
             ],
         }
 
-    app.include_router(dashboard_router(service))
+    app.include_router(dashboard_router(service, dashboard_settings(service)))
     app.include_router(docs_router(app.openapi_url or "/openapi.json"))
     return app
+
+
+def dashboard_settings(service: Service) -> DashboardSettings:
+    """The configuration values the dashboard obeys or shows."""
+    settings = DashboardSettings(service.config.step, service.config.window, service.token is not None)
+    am = service.config.alertmanager
+    return settings if am is None else replace(settings, runbook_url=am.runbook_url)

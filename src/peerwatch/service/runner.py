@@ -31,6 +31,7 @@ from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ClockConfig, ServiceConfig
 from peerwatch.service.evaluation import Evaluation, Evaluator
+from peerwatch.service.history import FrameHistory
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
 from peerwatch.service.metrics import Health
 from peerwatch.service.writeback import WriteBack
@@ -296,6 +297,10 @@ class Service:
 
     def now(self) -> float:
         return self.clock.now()
+
+    @property
+    def history(self) -> FrameHistory:
+        return self.evaluator.history
 
     def status(self) -> dict[str, object]:
         """For ``/healthz``: failed (a thread died), blind, starting (nothing evaluated yet) or ok."""

@@ -128,7 +128,7 @@ def render_cluster(
     open_components: Mapping[str, set[str]],
 ) -> str:
     """The heat map body, one section per standing of nodes, split by workload group when there are
-    several (``views``: ``service.views.node_views``)."""
+    several (``views``: ``alarms.views.node_views``)."""
     by_node = cells(scores, open_components)
     ranks = standings(views)
     counts: dict[str, int] = defaultdict(int)
