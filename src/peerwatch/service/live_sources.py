@@ -16,8 +16,8 @@ from typing import Protocol
 import numpy as np
 
 from peerwatch.alarms.errors import ConfigError
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import ProblemLog, SeriesBlock
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig, TsdbConfig
 from peerwatch.service.discovery import FileDiscovery

@@ -26,12 +26,12 @@ from peerwatch.alarms.store import StepChanges, Store, StoredAlarm, lease_owner,
 from peerwatch.alarms.stores import open_store
 from peerwatch.alarms.webhook import WebhookSink
 from peerwatch.detect.workload import WorkloadGroup
+from peerwatch.frames.buffer import SampleBuffer
+from peerwatch.frames.history import FrameHistory
 from peerwatch.model import ScoreKey
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ClockConfig, ServiceConfig
 from peerwatch.service.evaluation import Evaluation, Evaluator
-from peerwatch.service.history import FrameHistory
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
 from peerwatch.service.metrics import Health
 from peerwatch.service.writeback import WriteBack

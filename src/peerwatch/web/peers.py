@@ -1,6 +1,6 @@
 """A node's series against its peers' band over time: what the evidence plots draw.
 
-The series are the frames the engine judged, kept over the window (``service/history.py``: every
+The series are the frames the engine judged, kept over the window (``frames/history.py``: every
 other step at 30 s, counters as rates); peers are found with the engine's own peer keys
 (``detect.context.prepare``): the same metric and variant labels on other entities. Spares are
 left out of the peers (an idle spare is not what a busy node should look like).

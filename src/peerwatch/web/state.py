@@ -16,7 +16,7 @@ from peerwatch.frames import Frame
 
 
 class FrameWindow(Protocol):
-    """The judged frames kept over the window, on a grid of ``step`` (``service/history.py``)."""
+    """The judged frames kept over the window, on a grid of ``step`` (``frames/history.py``)."""
 
     @property
     def step(self) -> float: ...
