@@ -47,4 +47,3 @@ class Clock:
                 return True
             stop.wait(min(left, 1.0))
         return False
-
