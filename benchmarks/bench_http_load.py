@@ -62,9 +62,9 @@ def exporters(nodes: int, speed: float, port: int, folder: Path, ready: Event, s
 def fill_history(path: Path, alarms: int, nodes: list[str], before: float) -> None:
     """``alarms`` resolved alarms with evidence, spread over ``nodes`` in the 90 days before ``before``:
     the history a service gathers over months (the risk model, the alarm list and /metrics read it)."""
+    from peerwatch.alarms.sqlite_store import SQLiteStore
+    from peerwatch.alarms.store import StepChanges, StoredAlarm
     from peerwatch.model import Alarm, Evidence
-    from peerwatch.service.sqlite_store import SQLiteStore
-    from peerwatch.service.store import StepChanges, StoredAlarm
 
     store = SQLiteStore(path)
     rows = []

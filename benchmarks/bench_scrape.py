@@ -25,7 +25,7 @@ import statistics
 import time
 from multiprocessing.connection import Connection
 
-from peerwatch.service.buffer import SampleBuffer
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import config_from_dict
 from peerwatch.service.demo import free_range

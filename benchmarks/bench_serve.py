@@ -40,8 +40,8 @@ from pathlib import Path
 from peerwatch.catalog.load import Catalog
 from peerwatch.engine import analyze_frames, kind_by_catalog
 from peerwatch.frames import FrameBuilder
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import SeriesBlock
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import config_from_dict
 from peerwatch.service.demo import free_range

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench_serve import SLICE, STEP, feed, rss_gib
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import SeriesBlock
 from peerwatch.service import evaluation
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.evaluation import Evaluator
 from peerwatch.service.memory import return_freed_memory
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
+from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.catalog.load import Catalog
+from peerwatch.detect.workload import WorkloadGroup
 from peerwatch.engine import kind_by_catalog
 from peerwatch.frames import FrameBuilder
 from peerwatch.model import Alarm, Evidence, SeriesBlock, SeriesKey
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.clock import Clock
 from peerwatch.service.metrics import Health
-from peerwatch.service.store import StepChanges, StoredAlarm
-from peerwatch.service.workload import WorkloadGroup
 
 NODES, SPARES, GPUS, STEPS, STEP = 1000, 50, 8, 120, 30.0
 LIGHT = 50  # nodes before the spares that run another job

@@ -22,8 +22,8 @@ from peerwatch.agent.kernel_log import (
 from peerwatch.agent.nvidia import QUERY_FIELDS, NvidiaSmi
 from peerwatch.agent.runner import CommandError, CommandResult, RecordedRunner
 from peerwatch.agent.xid import UNKNOWN_GPU, XidCheck, parse_xids
-from peerwatch.agent.xid_catalog import load_catalog, parse_catalog
 from peerwatch.agent.xid_policy import BUCKET_POLICY, XID_OVERRIDES, classify, recovery_action
+from peerwatch.xid_catalog import load_catalog, parse_catalog
 
 FIX = Path(__file__).parent / "fixtures" / "agent"
 LOGS = FIX / "logs"

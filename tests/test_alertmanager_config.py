@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from alertmanager import Alertmanager, start_alertmanager
-from peerwatch.service.clock import iso
+from peerwatch.alarms.delivery import iso
 from services import require_binary
 
 pytestmark = pytest.mark.services

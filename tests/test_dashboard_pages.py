@@ -14,13 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bigcluster import END, GPUS, NODES, SPARES, big_service, name, pages
+from peerwatch.alarms.store import ActionRecord, StepChanges, StoredAlarm
+from peerwatch.detect.workload import LONE_KIND
 from peerwatch.model import Alarm, Evidence, SeriesBlock
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
 from peerwatch.service.live_sources import Fetch
-from peerwatch.service.store import ActionRecord, StepChanges, StoredAlarm
-from peerwatch.service.workload import LONE_KIND
 from peerwatch.simulate import Scenario, simulate
 from peerwatch.simulate.cluster import ClusterSpec
 

@@ -259,8 +259,8 @@ def test_what_the_image_copies_installs_peerwatch_with_its_data(tmp_path: Path) 
 
 def test_a_stopped_serve_frees_its_lease_for_a_pod_on_another_host(tmp_path: Path) -> None:
     """The Deployment's Recreate: the old pod stops cleanly, the new one (another host name) starts at once."""
+    from peerwatch.alarms.stores import open_store
     from peerwatch.service.runner import Service
-    from peerwatch.service.stores import open_store
 
     store_path = tmp_path / "s.sqlite"
     config = config_from_dict({"source": {"tsdb": {"url": "http://127.0.0.1:1"}}, "store": {"sqlite": str(store_path)}})

@@ -243,7 +243,7 @@ def test_the_whole_cluster_silent_at_once_is_the_monitoring_not_dead_nodes() -> 
     for f in frames.values():
         f.values[:, ONSET:] = np.nan  # the scraper stopped
     findings = PresenceDetector().scan(context_of(frames, Catalog.default()), None)[0]
-    # No node is unreachable; whether peerwatch is blind is the service's to judge (service/blind.py).
+    # No node is unreachable; whether peerwatch is blind is the service's to judge (alarms/blind.py).
     assert findings == []
 
 

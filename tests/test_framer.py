@@ -1,4 +1,4 @@
-"""The one framer (framer.py): whatever the chunking, the same rows, kinds, steps judged and values."""
+"""The one framer (frames/framer.py): whatever the chunking, the same rows, kinds, steps judged and values."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.engine import kind_by_catalog
-from peerwatch.frame_store import Cells
-from peerwatch.framer import HELD, Framer
 from peerwatch.frames import Frame
+from peerwatch.frames.frame_store import Cells
+from peerwatch.frames.framer import HELD, Framer
 from peerwatch.model import SeriesKey
 
 STEP = 30.0

@@ -30,7 +30,7 @@ def test_jittered_scrapes_of_two_exporters_share_the_grid() -> None:
     )
     f = frames["g"]
     assert not problems.problems
-    assert f.nodes == ("b", "a")  # rows in the order of their first sample (framer.py)
+    assert f.nodes == ("b", "a")  # rows in the order of their first sample (frames/framer.py)
     # Step k holds (k*30-30, k*30]: T0+0.004 and T0+29.998 share the step ending at T0+30; the later wins.
     assert f.start == T0
     np.testing.assert_array_equal(f.values, [[4, 5, 6, np.nan], [np.nan, 2, np.nan, 3]])

@@ -14,11 +14,11 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from peerwatch.act.names import NAME_RULES, InvalidValue
+from peerwatch.alarms.names import NAME_RULES, InvalidValue
+from peerwatch.alarms.remediation import PRESETS, render
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
-from peerwatch.service.remediation import PRESETS, render
 from peerwatch.web.paths import node_url
 
 FAST = settings(max_examples=300, deadline=timedelta(milliseconds=500), suppress_health_check=[HealthCheck.too_slow])

@@ -11,11 +11,11 @@ from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 
+from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.model import Alarm
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
-from peerwatch.service.store import StepChanges, StoredAlarm
 
 END = 1_764_460_800.0
 NAMES = ("rack1/gpu01", "x/plot", "50%", "q?x#y", "gpu02")

@@ -1,5 +1,5 @@
 """One pipeline, two drivers: a recording fed to the live service step by step gives exactly the
-alarms of ``peerwatch analyze`` on it (framer.py, engine.analyze_segments, service/evaluation.py)."""
+alarms of ``peerwatch analyze`` on it (frames/framer.py, engine.analyze_segments, service/evaluation.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from peerwatch.engine import analyze, analyze_segments, read_frames
 from peerwatch.frames import step_of
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import Alarm, ProblemLog, SeriesBlock
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.evaluation import Evaluator
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate, write_recording
 from peerwatch.simulate.faults import KINDS

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from peerwatch.catalog.xid import xid_meaning
 from peerwatch.decide.actions import severity_and_action
 from peerwatch.decide.policy import Policy, PolicySettings, fuse
 from peerwatch.decide.rules import Diagnoser
 from peerwatch.detect.context import Context
 from peerwatch.detect.groups import MAIN
 from peerwatch.model import DIAGNOSES, Evidence, Finding
+from peerwatch.xid_catalog import xid_meaning
 
 START, STEP = 1_000_000_020.0, 30.0
 NODES = tuple(f"n{i:02d}" for i in range(20))

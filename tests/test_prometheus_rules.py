@@ -11,7 +11,8 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from peerwatch.service.metrics import Health, SinkStats, render
+from peerwatch.alarms.delivery import SinkStats
+from peerwatch.service.metrics import Health, render
 from services import require_binary
 from test_service_sinks import metric_names
 

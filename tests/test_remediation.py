@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from peerwatch.act.names import NAME_RULES, InvalidValue
+from peerwatch.alarms.errors import ConfigError
+from peerwatch.alarms.names import NAME_RULES, InvalidValue
+from peerwatch.alarms.remediation import PRESETS, render
+from peerwatch.alarms.sqlite_store import SQLiteStore
+from peerwatch.alarms.store import ActionRecord, StepChanges, StoredAlarm
 from peerwatch.model import Alarm
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
-from peerwatch.service.errors import ConfigError
-from peerwatch.service.remediation import PRESETS, render
-from peerwatch.service.sqlite_store import SQLiteStore
-from peerwatch.service.store import ActionRecord, StepChanges, StoredAlarm
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "t0ken"

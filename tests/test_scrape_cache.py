@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import ProblemLog
 from peerwatch.service import live_sources
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig
 from peerwatch.service.live_sources import ScrapeSource

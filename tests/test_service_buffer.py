@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import SeriesBlock, SeriesKey
-from peerwatch.service.buffer import SampleBuffer
 
 A = SeriesKey("m", (("instance", "a"),))
 B = SeriesKey("m", (("instance", "b"),))

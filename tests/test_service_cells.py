@@ -6,10 +6,10 @@ import numpy as np
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.engine import kind_by_catalog
-from peerwatch.framer import Framer
 from peerwatch.frames import FrameBuilder
-from peerwatch.service.buffer import SampleBuffer
-from peerwatch.service.cells import LiveCells
+from peerwatch.frames.buffer import SampleBuffer
+from peerwatch.frames.cells import LiveCells
+from peerwatch.frames.framer import Framer
 from peerwatch.service.evaluation import Evaluator
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from framekit import make_frame
-from peerwatch.service.history import FrameHistory
+from peerwatch.frames.history import FrameHistory
 from peerwatch.service.memory import return_freed_memory, trim
 
 STEP = 30.0

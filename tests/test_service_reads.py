@@ -11,13 +11,14 @@ import pytest
 from anyio import to_thread
 from fastapi.testclient import TestClient
 
+from peerwatch.alarms import sql_store
+from peerwatch.alarms.rendered import Rendered
+from peerwatch.alarms.sqlite_store import SQLiteStore
+from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.model import Alarm, Evidence
-from peerwatch.service import Service, config_from_dict, sql_store
+from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import API_THREADS, create_app
 from peerwatch.service.clock import Clock
-from peerwatch.service.rendered import Rendered
-from peerwatch.service.sqlite_store import SQLiteStore
-from peerwatch.service.store import StepChanges, StoredAlarm
 
 T0 = 1_764_460_000.0
 EV = (Evidence("DCGM_FI_DEV_GPU_TEMP", (("gpu", "1"),), 91.0, 60.0, 12.0, "hot"),)

@@ -15,11 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from alertmanager import Alertmanager, alertmanager  # noqa: F401
+from peerwatch.alarms.delivery import iso
+from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.model import Alarm, Evidence
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
-from peerwatch.service.clock import Clock, iso
-from peerwatch.service.store import StepChanges, StoredAlarm
+from peerwatch.service.clock import Clock
 
 pytestmark = pytest.mark.services
 TOKEN = "t0ken"

@@ -15,17 +15,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from peerwatch.alarms.errors import ConfigError, Conflict, NotFound
+from peerwatch.alarms.reconcile import Judged, reconcile
+from peerwatch.alarms.spares import AVAILABLE, IN_USE
+from peerwatch.alarms.store import ActionRecord, StepChanges, Store, StoredAlarm, node_risk
+from peerwatch.alarms.stores import open_store
 from peerwatch.cli import app
 from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service import Service
 from peerwatch.service.config import StoreConfig, config_from_dict
-from peerwatch.service.errors import ConfigError, Conflict, NotFound
 from peerwatch.service.live_sources import Fetch
-from peerwatch.service.metrics import node_risk
-from peerwatch.service.reconcile import Judged, reconcile
-from peerwatch.service.spares import AVAILABLE, IN_USE
-from peerwatch.service.store import ActionRecord, StepChanges, Store, StoredAlarm
-from peerwatch.service.stores import open_store
 
 OpenStore = Callable[[], Store]
 
@@ -298,7 +297,7 @@ def test_an_unreachable_postgres_is_named_without_its_password(tmp_path: Path) -
 def test_a_lost_postgres_connection_fails_one_call_clearly_and_the_next_reconnects(postgres_url: str) -> None:
     import psycopg
 
-    from peerwatch.service.postgres_store import StoreUnavailable
+    from peerwatch.alarms.postgres_store import StoreUnavailable
 
     store = open_store(StoreConfig(postgres=postgres_url))
     try:

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from peerwatch.alarms.errors import ConfigError
 from peerwatch.cli import app
 from peerwatch.decide.policy import PolicySettings
 from peerwatch.service.config import config_from_dict, load_config, load_detection
-from peerwatch.service.errors import ConfigError
 from peerwatch.service.evaluation import Evaluator
 from peerwatch.settings import DetectionSettings
 from peerwatch.settings_doc import render, settings_rows, shown

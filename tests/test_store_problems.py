@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from peerwatch.alarms.errors import ConfigError, StoreError
+from peerwatch.alarms.sqlite_store import SQLiteStore, check_sqlite
+from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.model import Alarm
 from peerwatch.service import Service, load_config
-from peerwatch.service.errors import ConfigError, StoreError
-from peerwatch.service.sqlite_store import SQLiteStore, check_sqlite
-from peerwatch.service.store import StepChanges, StoredAlarm
 from test_scrape import TextServer
 
 UNREACHABLE = "source:\n  tsdb: {url: 'http://127.0.0.1:1', timeout: 1s}\n"
@@ -199,8 +199,8 @@ def test_a_store_broken_while_open_names_itself_on_every_call(tmp_path: Path) ->
 def test_serve_check_creates_no_postgres_tables(postgres_url: str) -> None:
     import psycopg
 
+    from peerwatch.alarms.stores import check_store, open_store
     from peerwatch.service.config import StoreConfig
-    from peerwatch.service.stores import check_store, open_store
 
     config = StoreConfig(postgres=postgres_url)
     assert check_store(config).endswith("no peerwatch tables yet; serve will create them")

@@ -56,7 +56,7 @@ def test_every_kind_of_silence_in_chunks_as_in_one_scan(memory: int, holes: floa
     detector = PresenceDetector(PresenceSettings(memory=memory))
     hints = {f.hint for f in detector.scan(ctx, None)[0]}
     assert {"exporter_down", "node_unreachable", "gpu_fallen_off_bus"} <= hints
-    assert "monitoring_blind" not in hints  # the service's own to judge (service/blind.py)
+    assert "monitoring_blind" not in hints  # the service's own to judge (alarms/blind.py)
     assert assert_chunk_invariant(detector, ctx, [13, 30, 31, 50, 80, 99]) > 0
     assert_chunk_invariant(detector, ctx, range(1, STEPS))  # the live service: one step at a time
 

@@ -24,10 +24,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from peerwatch.alarms.errors import ConfigError
 from peerwatch.cli import app
 from peerwatch.model import ProblemLog
 from peerwatch.service.config import TsdbAccessConfig, config_from_dict, load_http_config
-from peerwatch.service.errors import ConfigError
 from peerwatch.sources.tsdb import TSDBClient, TSDBError
 from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions
 from services import Service, StartError, free_port, require_binary

@@ -49,7 +49,7 @@ def _from_file(load: Callable[[Path], T], path: Path | None) -> T | None:
     """A configuration file read by ``load``; a bad file ends the command with its message."""
     if path is None:
         return None
-    from peerwatch.service.errors import ConfigError
+    from peerwatch.alarms.errors import ConfigError
 
     try:
         return load(path)

@@ -32,9 +32,9 @@ from peerwatch.detect.stream import grow
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
 from peerwatch.detect.transitions import TransitionState, held_nodes
-from peerwatch.frame_store import Span
-from peerwatch.framer import Framer
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
+from peerwatch.frames.frame_store import Span
+from peerwatch.frames.framer import Framer
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
 from peerwatch.offload import OFFLOADED, RemoteDetector
 from peerwatch.series_budget import SeriesBudget

@@ -196,6 +196,9 @@ class Finding:
     hint: str | None = None
 
 
+ScoreKey = tuple[str, str, str]  # a finding's node, component and metric (the service's scores by place)
+
+
 @dataclass(frozen=True, slots=True)
 class AlarmChange:
     """What an alarm said from one data step on: the values it opened with, or an escalation."""

@@ -28,8 +28,8 @@ from peerwatch.agent.kernel_log import KernelLogSource, KernelLogUnavailable, Lo
 from peerwatch.agent.nvidia import NvidiaSmi
 from peerwatch.agent.sxid import SXidEvent, judge_sxids, parse_sxids
 from peerwatch.agent.sysfs import pci_bus_id
-from peerwatch.agent.xid_catalog import XidEntry, load_catalog
 from peerwatch.agent.xid_policy import XidPolicy, classify
+from peerwatch.xid_catalog import XidEntry, load_catalog
 
 UNKNOWN_GPU = "unknown"  # component of Xid lines that name no PCI address
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from peerwatch.agent.checks import Status
-from peerwatch.agent.xid_catalog import XidEntry
+from peerwatch.xid_catalog import XidEntry
 
 CRITICAL, UNHEALTHY, OK = Status.CRITICAL, Status.UNHEALTHY, Status.OK
 

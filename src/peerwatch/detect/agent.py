@@ -19,10 +19,10 @@ from importlib import resources
 
 import numpy as np
 
-from peerwatch.catalog.xid import xid_meaning
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.stream import grow
 from peerwatch.model import DIAGNOSES, BoolArray, Evidence, Finding, FloatArray
+from peerwatch.xid_catalog import xid_meaning
 
 STATUS = "peerwatch_agent_check_status"
 INFO = "peerwatch_agent_check_info"

@@ -215,7 +215,7 @@ class PresenceDetector:
         if ctx.recorded:  # a step of a recording where no node reports at all is a gap in the data
             gone &= node_present.any(axis=0)
         # Most of the cluster silent at once is peerwatch (or its source) not seeing, not N dead nodes:
-        # no finding. The service judges its sight from the source itself (service/blind.py), the
+        # no finding. The service judges its sight from the source itself (alarms/blind.py), the
         # one lifecycle of a ``monitoring_blind`` alarm.
         share = gone.sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
         blind = (share >= self.settings.blind_share) & (gone.sum(axis=0) >= 3)

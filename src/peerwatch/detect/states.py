@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from peerwatch.catalog.xid import xid_meaning
 from peerwatch.detect.cluster import RowMatch, match_rows
 from peerwatch.detect.context import Context, IntArray, Series, interface_type
 from peerwatch.detect.counters import carried_previous, carried_recent_count, recurrence_score
 from peerwatch.detect.findings import emit
 from peerwatch.detect.stream import grow
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
+from peerwatch.xid_catalog import xid_meaning
 
 # The families read are the catalogue's roles (catalog/roles.toml).
 # role -> (healthy value, hint)

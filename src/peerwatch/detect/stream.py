@@ -28,7 +28,7 @@ import numpy.typing as npt
 from peerwatch.detect.context import Context, Series
 
 # grow lives with the frame store so the framer can use it without importing detect (no cycle).
-from peerwatch.frame_store import grow as grow
+from peerwatch.frames.frame_store import grow as grow
 
 A = TypeVar("A", bound=np.generic)
 

@@ -5,7 +5,6 @@
 """
 
 from peerwatch.service.config import ServiceConfig, config_from_dict, load_config
-from peerwatch.service.errors import ConfigError, ServiceError
 from peerwatch.service.runner import Service
 
-__all__ = ["ConfigError", "Service", "ServiceConfig", "ServiceError", "config_from_dict", "load_config"]
+__all__ = ["Service", "ServiceConfig", "config_from_dict", "load_config"]

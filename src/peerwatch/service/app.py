@@ -11,6 +11,7 @@ import hmac
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -21,13 +22,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from peerwatch import __version__
-from peerwatch.service import metrics, spares
-from peerwatch.service.errors import BadRequest, Forbidden, NotFound, ServiceError, Unauthorized
-from peerwatch.service.remediation import Remediator
-from peerwatch.service.rendered import Rendered
+from peerwatch.alarms import spares
+from peerwatch.alarms.errors import BadRequest, NotFound, ServiceError
+from peerwatch.alarms.remediation import Remediator
+from peerwatch.alarms.rendered import Rendered
+from peerwatch.alarms.store import node_risk
+from peerwatch.alarms.views import node_views
+from peerwatch.service import metrics
+from peerwatch.service.errors import Forbidden, Unauthorized
 from peerwatch.service.runner import Service
-from peerwatch.service.views import node_views
-from peerwatch.web import dashboard_router, docs_router
+from peerwatch.web import DashboardSettings, dashboard_router, docs_router
 from peerwatch.web.paths import node_in_path
 
 API_THREADS = 2  # requests handled at once; the rest wait their turn without taking the evaluation's time
@@ -174,7 +178,7 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
     def prometheus_metrics() -> PlainTextResponse:
         """Scores, risk, open alarms and peerwatch's own health in the Prometheus text format."""
         open_alarms = service.store.alarms(open_only=True, limit=100_000)
-        risk = metrics.node_risk(
+        risk = node_risk(
             service.store.alarms(limit=100_000), (n.node for n in service.store.nodes()), service.clock.now()
         )
         text = metrics.render(service.health, open_alarms, risk)
@@ -201,6 +205,13 @@ def create_app(service: Service, *, run: bool = True) -> FastAPI:
             ],
         }
 
-    app.include_router(dashboard_router(service))
+    app.include_router(dashboard_router(service, dashboard_settings(service)))
     app.include_router(docs_router(app.openapi_url or "/openapi.json"))
     return app
+
+
+def dashboard_settings(service: Service) -> DashboardSettings:
+    """The configuration values the dashboard obeys or shows."""
+    settings = DashboardSettings(service.config.step, service.config.window, service.token is not None)
+    am = service.config.alertmanager
+    return settings if am is None else replace(settings, runbook_url=am.runbook_url)

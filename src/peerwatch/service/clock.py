@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +47,3 @@ class Clock:
                 return True
             stop.wait(min(left, 1.0))
         return False
-
-
-def iso(wall: float) -> str:
-    """Epoch seconds as RFC 3339 in UTC with milliseconds, as Alertmanager's API writes times."""
-    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

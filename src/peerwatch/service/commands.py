@@ -15,12 +15,12 @@ from typing import Annotated
 
 import typer
 
+from peerwatch.alarms.errors import ConfigError, StoreError
+from peerwatch.alarms.sqlite_store import SQLiteStore
+from peerwatch.alarms.stores import check_store
 from peerwatch.service.config import ServiceConfig, load_config
-from peerwatch.service.errors import ConfigError, StoreError
 from peerwatch.service.memory import return_freed_memory
 from peerwatch.service.runner import Service
-from peerwatch.service.sqlite_store import SQLiteStore
-from peerwatch.service.stores import check_store
 
 
 def require_http() -> None:

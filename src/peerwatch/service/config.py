@@ -27,10 +27,10 @@ from pydantic import (
     model_validator,
 )
 
-from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule
-from peerwatch.redact import redact_url as redact_url  # re-exported: postgres_store imports it from here
-from peerwatch.service.errors import ConfigError
-from peerwatch.service.remediation import PRESETS, Command, check_shell, check_template
+from peerwatch.alarms.errors import ConfigError
+from peerwatch.alarms.names import NAME_RULES, InvalidValue, NameRule
+from peerwatch.alarms.remediation import PRESETS, Command, check_shell, check_template
+from peerwatch.redact import redact_url
 from peerwatch.settings import DetectionSettings
 from peerwatch.sources.tsdb_http import BasicAuth, HttpOptions, TlsOptions, tenant_url
 

@@ -1,7 +1,7 @@
 """The live evaluation: each new step's samples through the streamed engine, into alarms and latest scores.
 
 The same stages as ``peerwatch analyze``: the buffer's cells (cells.py) through the one framer
-(framer.py) into ``engine.Engine``, which runs the detectors and the policy with their state
+(frames/framer.py) into ``engine.Engine``, which runs the detectors and the policy with their state
 carried (detect/stream.py); fed a recording step by step it raises exactly ``analyze``'s alarms
 (tests/test_pipeline_parity.py). A step is judged once, in the time its own samples
 take, not by re-running the engine over a window. The first evaluation judges every step the
@@ -17,17 +17,16 @@ from dataclasses import dataclass, field
 
 from peerwatch.catalog.load import Catalog
 from peerwatch.decide.policy import Policy
+from peerwatch.detect.workload import WorkloadGroup, groups_at_end
 from peerwatch.engine import Engine, kind_by_catalog
-from peerwatch.framer import Framer
-from peerwatch.model import Alarm
-from peerwatch.service.buffer import SampleBuffer
-from peerwatch.service.cells import LiveCells
-from peerwatch.service.history import FrameHistory
+from peerwatch.frames.buffer import SampleBuffer
+from peerwatch.frames.cells import LiveCells
+from peerwatch.frames.framer import Framer
+from peerwatch.frames.history import FrameHistory
+from peerwatch.model import Alarm, ScoreKey
 from peerwatch.service.memory import trim
-from peerwatch.service.workload import WorkloadGroup, groups_at_end
 from peerwatch.settings import DetectionSettings
 
-ScoreKey = tuple[str, str, str]  # node, component, metric
 # A backlog (the warm-up window, a gap) is judged this many steps at a time: the frames and the
 # detectors' scratch arrays grow with the steps judged at once (at 1,000 nodes, 20 steps at once
 # peaked at 4 GiB).

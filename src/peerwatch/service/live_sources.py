@@ -15,12 +15,12 @@ from typing import Protocol
 
 import numpy as np
 
+from peerwatch.alarms.errors import ConfigError
+from peerwatch.frames.buffer import SampleBuffer
 from peerwatch.model import ProblemLog, SeriesBlock
-from peerwatch.service.buffer import SampleBuffer
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig, TsdbConfig
 from peerwatch.service.discovery import FileDiscovery
-from peerwatch.service.errors import ConfigError
 from peerwatch.sources.scrape import HEALTH, Fetched, Target, TargetResult, fetch_each, health_blocks, target_blocks
 from peerwatch.sources.scrape_cache import ScrapeCache, split_lines
 from peerwatch.sources.tsdb import TSDBClient, TSDBError

@@ -5,45 +5,17 @@ from __future__ import annotations
 import platform
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from dataclasses import dataclass, field
 
 from peerwatch import __version__
-from peerwatch.act.risk import RiskModel
-from peerwatch.model import DIAGNOSES
+from peerwatch.alarms.delivery import Metered, SinkStats
+from peerwatch.alarms.store import StoredAlarm
+from peerwatch.detect.workload import WorkloadGroup
+from peerwatch.model import DIAGNOSES, ScoreKey
 from peerwatch.promtext import escape_help, sample_line
-from peerwatch.service.evaluation import ScoreKey
-from peerwatch.service.store import StoredAlarm, fault_events
-from peerwatch.service.workload import WorkloadGroup
 
 SEVERITIES = ("warning", "critical")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-@dataclass(frozen=True, slots=True)
-class SinkStats:
-    """A sink's deliveries so far: an Alertmanager post, a write-back push, a webhook change."""
-
-    sink: str  # the ``sink`` label: alertmanager, writeback, webhook
-    sends: int = 0  # deliveries tried (a webhook change with its retries is one)
-    errors: int = 0  # of which failed
-    last_success: float | None = None  # wall time of the newest delivery that succeeded
-
-    def after(self, ok: bool, wall: float) -> SinkStats:
-        """These counts after one more delivery."""
-        return replace(
-            self,
-            sends=self.sends + 1,
-            errors=self.errors + (not ok),
-            last_success=wall if ok else self.last_success,
-        )
-
-
-class Metered(Protocol):
-    """A sink that counts its deliveries (its own thread replaces ``stats`` after each one)."""
-
-    @property
-    def stats(self) -> SinkStats: ...
 
 
 @dataclass(frozen=True)
@@ -74,15 +46,6 @@ class _Text:
     def family(self, name: str, mtype: str, help_: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
         self.lines += [f"# HELP {name} {escape_help(help_)}", f"# TYPE {name} {mtype}"]
         self.lines += (sample_line(name, labels.items(), value) for labels, value in samples)
-
-
-def node_risk(alarms: Sequence[StoredAlarm], nodes: Iterable[str], at: float) -> dict[str, float]:
-    """Lemon risk of every node from the alarms that took nodes out of service."""
-    model = RiskModel(nodes=nodes)
-    for event in fault_events(alarms):
-        if event.ts <= at:
-            model.observe(event)
-    return model.scores(at)
 
 
 def render(health: Health, open_alarms: Sequence[StoredAlarm], risk: Mapping[str, float]) -> str:

@@ -14,23 +14,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from peerwatch.service import spares
-from peerwatch.service.alertmanager import AlertmanagerSink
-from peerwatch.service.blind import Blindness, blind_changes, blindness
-from peerwatch.service.buffer import SampleBuffer
+from peerwatch.alarms import spares
+from peerwatch.alarms.alertmanager import AlertmanagerSink
+from peerwatch.alarms.blind import Blindness, blind_changes, blindness
+from peerwatch.alarms.errors import Conflict, StoreError
+from peerwatch.alarms.reconcile import SERVICE_NODE, Judged, reconcile
+from peerwatch.alarms.store import StepChanges, Store, StoredAlarm, lease_owner, node_risk
+from peerwatch.alarms.stores import open_store
+from peerwatch.alarms.webhook import WebhookSink
+from peerwatch.detect.workload import WorkloadGroup
+from peerwatch.frames.buffer import SampleBuffer
+from peerwatch.frames.history import FrameHistory
+from peerwatch.model import ScoreKey
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ClockConfig, ServiceConfig
-from peerwatch.service.errors import Conflict, StoreError
 from peerwatch.service.evaluation import Evaluation, Evaluator
 from peerwatch.service.live_sources import Fetch, LiveSource, ScrapeSource, TsdbSource
-from peerwatch.service.metrics import Health, node_risk
-from peerwatch.service.reconcile import SERVICE_NODE, Judged, reconcile
-from peerwatch.service.store import StepChanges, Store, StoredAlarm, lease_owner
-from peerwatch.service.stores import open_store
-from peerwatch.service.webhook import WebhookSink
+from peerwatch.service.metrics import Health
 from peerwatch.service.writeback import WriteBack
 from peerwatch.sources.scrape import Target
 
@@ -187,7 +190,7 @@ class Service:
         return rows
 
     def _quarantine(self, opened: Sequence[StoredAlarm], wall: float) -> None:
-        """An alarm that opens on an available spare takes it out of the offer (service/spares.py)."""
+        """An alarm that opens on an available spare takes it out of the offer (alarms/spares.py)."""
         if not opened:
             return
         available = {n.node for n in self.store.nodes() if n.spare == spares.AVAILABLE}
@@ -282,6 +285,22 @@ class Service:
         """Something Alertmanager must hear about changed outside an evaluation (a manual resolve)."""
         self._changed.set()
         self._publish_due.set()
+
+    # What the node views and the dashboard read (alarms.state.LiveState and web's Dashboarded).
+    @property
+    def scores(self) -> Mapping[ScoreKey, float]:
+        return self.health.scores
+
+    @property
+    def groups(self) -> Mapping[str, WorkloadGroup]:
+        return self.health.groups
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    @property
+    def history(self) -> FrameHistory:
+        return self.evaluator.history
 
     def status(self) -> dict[str, object]:
         """For ``/healthz``: failed (a thread died), blind, starting (nothing evaluated yet) or ok."""

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
+from peerwatch.alarms.alertmanager import SyncResult
+from peerwatch.alarms.delivery import SinkStats, post_checked
+from peerwatch.alarms.store import StoredAlarm
 from peerwatch.promtext import sample_line
-from peerwatch.service.alertmanager import SyncResult
 from peerwatch.service.config import WritebackConfig
-from peerwatch.service.metrics import Health, SinkStats, render
-from peerwatch.service.posting import post_checked
-from peerwatch.service.store import StoredAlarm
+from peerwatch.service.metrics import Health, render
 
 FAMILIES = ("peerwatch_anomaly_score", "peerwatch_node_risk")  # taken as /metrics renders them
 OPEN_ALARMS = "peerwatch_open_alarms"

@@ -2,5 +2,6 @@
 
 from peerwatch.web.apidocs import docs_router
 from peerwatch.web.routes import PREFIX, dashboard_router
+from peerwatch.web.state import DashboardSettings
 
-__all__ = ["PREFIX", "dashboard_router", "docs_router"]
+__all__ = ["PREFIX", "DashboardSettings", "dashboard_router", "docs_router"]

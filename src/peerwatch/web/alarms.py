@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
-from peerwatch.service.store import ActionRecord, StoredAlarm
+from peerwatch.alarms.store import ActionRecord, StoredAlarm
 from peerwatch.web.format import clock, count, duration, labels_text, number
 from peerwatch.web.page import badge, esc, link, table
 from peerwatch.web.paths import node_url

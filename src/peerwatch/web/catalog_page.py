@@ -13,8 +13,8 @@ from typing import Any
 from peerwatch.catalog.activity import ActivityFilter
 from peerwatch.catalog.load import Catalog
 from peerwatch.catalog.report import build_report, report_json
-from peerwatch.service.history import FrameHistory
 from peerwatch.web.page import esc, table
+from peerwatch.web.state import FrameWindow
 
 EVERY = 20  # steps of data time a report is kept
 EMPTY: dict[str, Any] = {"families": []}  # before the first sample
@@ -30,7 +30,7 @@ class CatalogCache:
         self._report: dict[str, Any] | None = None
         self._building: threading.Thread | None = None
 
-    def report(self, history: FrameHistory, window: float) -> dict[str, Any] | None:
+    def report(self, history: FrameWindow, window: float) -> dict[str, Any] | None:
         """The newest report built (None before the first), starting a rebuild if it is stale."""
         end = history.newest
         if end is None:
@@ -49,7 +49,7 @@ class CatalogCache:
         if thread is not None:
             thread.join(timeout)
 
-    def _build(self, history: FrameHistory, window: float, key: float | None) -> None:
+    def _build(self, history: FrameWindow, window: float, key: float | None) -> None:
         try:
             report = build(history, window)
             with self._lock:
@@ -59,7 +59,7 @@ class CatalogCache:
                 self._building = None
 
 
-def build(history: FrameHistory, window: float) -> dict[str, Any]:
+def build(history: FrameWindow, window: float) -> dict[str, Any]:
     """The catalogue report (``report_json``) over the judged frames of the window (counters as rates)."""
     end = history.newest
     frames = {} if end is None else history.frames(end - window, end)

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peerwatch.service.evaluation import ScoreKey
-from peerwatch.service.workload import LONE_KIND
+from peerwatch.detect.workload import LONE_KIND
+from peerwatch.model import ScoreKey
 from peerwatch.web.format import count, number
 from peerwatch.web.page import badge, esc
 from peerwatch.web.paths import node_url
@@ -128,7 +128,7 @@ def render_cluster(
     open_components: Mapping[str, set[str]],
 ) -> str:
     """The heat map body, one section per standing of nodes, split by workload group when there are
-    several (``views``: ``service.views.node_views``)."""
+    several (``views``: ``alarms.views.node_views``)."""
     by_node = cells(scores, open_components)
     ranks = standings(views)
     counts: dict[str, int] = defaultdict(int)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from peerwatch.alarms.store import StoredAlarm
 from peerwatch.catalog.load import Catalog
-from peerwatch.service.evaluation import ScoreKey
-from peerwatch.service.store import StoredAlarm
+from peerwatch.model import ScoreKey
 from peerwatch.web.alarms import plot_box, plot_url
 from peerwatch.web.format import clock, labels_text, number
 from peerwatch.web.page import badge, esc, link, table

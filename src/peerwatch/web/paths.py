@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 
-from peerwatch.service.errors import NotFound
+from peerwatch.alarms.errors import NotFound
 
 
 class NodeConvertor(Convertor[str]):

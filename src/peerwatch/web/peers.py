@@ -1,6 +1,6 @@
 """A node's series against its peers' band over time: what the evidence plots draw.
 
-The series are the frames the engine judged, kept over the window (``service.history``: every
+The series are the frames the engine judged, kept over the window (``frames/history.py``: every
 other step at 30 s, counters as rates); peers are found with the engine's own peer keys
 (``detect.context.prepare``): the same metric and variant labels on other entities. Spares are
 left out of the peers (an idle spare is not what a busy node should look like).
@@ -21,7 +21,7 @@ from peerwatch.catalog.units import unit_rules
 from peerwatch.detect.context import prepare
 from peerwatch.frames import Frame
 from peerwatch.model import FloatArray
-from peerwatch.service.history import FrameHistory
+from peerwatch.web.state import FrameWindow
 
 LOW, HIGH = 10.0, 90.0  # the band: 10th to 90th percentile of the peers at each step
 
@@ -130,7 +130,7 @@ class BandCache:
         self._lock = threading.Lock()
         self._frames: dict[tuple[str, float, float, float | None], Frame | None] = {}
 
-    def frame(self, history: FrameHistory, metric: str, start: float, end: float) -> Frame | None:
+    def frame(self, history: FrameWindow, metric: str, start: float, end: float) -> Frame | None:
         key = (metric, start, end, history.newest)
         with self._lock:
             if key in self._frames:

@@ -1,6 +1,6 @@
 """The dashboard's routes: thin views over the service's store, health and judged frames.
 
-``app.include_router(dashboard_router(service))`` mounts the pages under ``/dashboard`` and one
+``app.include_router(dashboard_router(service, settings))`` mounts the pages under ``/dashboard`` and one
 JSON endpoint, ``GET /api/v1/nodes/{node}/peers``: a node's series against its peers' band.
 """
 
@@ -15,10 +15,9 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from peerwatch.service.errors import BadRequest, NotFound
-from peerwatch.service.rendered import Rendered
-from peerwatch.service.runner import Service
-from peerwatch.service.views import node_views
+from peerwatch.alarms.errors import BadRequest, NotFound
+from peerwatch.alarms.rendered import Rendered
+from peerwatch.alarms.views import node_views
 from peerwatch.web.alarms import render_alarm, render_alarm_list
 from peerwatch.web.catalog_page import CatalogCache, render_catalog
 from peerwatch.web.cluster import render_cluster
@@ -29,6 +28,7 @@ from peerwatch.web.paths import node_in_path
 from peerwatch.web.peers import BandCache, PeerBand, peer_band
 from peerwatch.web.spares import recommend, render_spares, sizing
 from peerwatch.web.standing import standings
+from peerwatch.web.state import Dashboarded, DashboardSettings
 
 PREFIX = "/dashboard"
 CSS, JS = "text/css; charset=utf-8", "text/javascript; charset=utf-8"
@@ -49,7 +49,7 @@ def _static() -> dict[str, bytes]:
     return {name: folder.joinpath(name).read_bytes() for name in STATIC}
 
 
-def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
+def dashboard_router(service: Dashboarded, settings: DashboardSettings, prefix: str = PREFIX) -> APIRouter:
     """The dashboard over ``service``: cluster, alarms, nodes, catalogue, spares."""
     router = APIRouter()
     hidden: dict[str, Any] = {"include_in_schema": False, "response_class": HTMLResponse}  # pages, not API
@@ -64,12 +64,12 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
     def page(
         title: str, body: str, active: str = "", code: int = 200, refresh: str = "", extra: Sequence[str] = ()
     ) -> HTMLResponse:
-        status, every = status_line(), service.config.step
+        status, every = status_line(), settings.step
         html = shell(prefix, title, body, active=active, status=status, refresh=refresh, every=every, extra=extra)
         return HTMLResponse(html, status_code=code)
 
     def now() -> float:
-        return service.evaluated_until if service.evaluated_until is not None else service.clock.now()
+        return service.evaluated_until if service.evaluated_until is not None else service.now()
 
     def band(
         node: str, metric: str, labels: str | None, component: str | None, start: float | None, end: float | None
@@ -83,12 +83,12 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
             if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
                 raise BadRequest('labels: must be a JSON object of strings, e.g. {"gpu": "3"}')
             wanted = parsed
-        history = service.evaluator.history
+        history = service.history
         newest = history.newest
         if newest is None:
             return None
         hi = newest if end is None else min(end, newest)
-        lo = max(newest - service.config.window, start if start is not None else -float("inf"))
+        lo = max(newest - settings.window, start if start is not None else -float("inf"))
         if hi <= lo:
             return None
         frame = bands.frame(history, metric, lo, hi)
@@ -104,7 +104,7 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         open_components: dict[str, set[str]] = defaultdict(set)
         for s in service.store.alarms(open_only=True, limit=ALL):
             open_components[s.alarm.node].add(s.alarm.component)
-        body = render_cluster(prefix, views, service.health.scores, open_components)
+        body = render_cluster(prefix, views, service.scores, open_components)
         return page("Cluster", body, "cluster", refresh="page")
 
     @router.get(prefix + "/alarms", **hidden)
@@ -120,9 +120,8 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         if s is None:
             return page("No such alarm", f"<p>no alarm with id {esc(alarm_id)}</p>", "alarms", 404)
         a = s.alarm
-        am = service.config.alertmanager
-        runbook = am.runbook_url(a.diagnosis) if am is not None else None
-        body = render_alarm(prefix, s, service.store.actions(alarm_id), service.token is not None, runbook)
+        runbook = settings.runbook_url(a.diagnosis)
+        body = render_alarm(prefix, s, service.store.actions(alarm_id), settings.changes_allowed, runbook)
         return page(f"{a.node} {a.component}: {a.diagnosis}", body, "alarms", refresh="plots", extra=PLOTS)
 
     # {node:node}: a node's own "/" arrives decoded; node_in_path reads the node from the raw path.
@@ -134,12 +133,12 @@ def dashboard_router(service: Service, prefix: str = PREFIX) -> APIRouter:
         rows = service.store.alarms(node=node, limit=200)
         if view is None and not rows:
             return page("No such node", f"<p>no node {esc(node)} seen or listed as a spare</p>", "cluster", 404)
-        body = render_node(prefix, view, node, rows, service.health.scores, standings(views).get(node))
+        body = render_node(prefix, view, node, rows, service.scores, standings(views).get(node))
         return page(f"Node {node}", body, "cluster", refresh="plots", extra=PLOTS)
 
     @router.get(prefix + "/catalog", **hidden)
     def catalog() -> HTMLResponse:
-        report = catalogs.report(service.evaluator.history, service.config.window)
+        report = catalogs.report(service.history, settings.window)
         return page("Catalogue", render_catalog(report), "catalog", extra=("catalog.js",))
 
     @router.get(prefix + "/spares", **hidden)

@@ -1,7 +1,7 @@
 """Spare recommendations: which spare to swap in for each node an alarm takes out, and how many to keep.
 
 Nodes an open alarm wants out of service (action ``swap`` or ``drain``) are matched, most severe
-first, with the available spares of lowest lemon risk (``service.spares``, which the remediation API
+first, with the available spares of lowest lemon risk (``alarms.spares``, which the remediation API
 also picks from). Pool sizing comes from the fleet report
 over the service's own alarm history (``act.fleet``): the 99th percentile of nodes down at once.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from peerwatch.act.fleet import FleetReport, fleet_report
 from peerwatch.act.history import make_history
-from peerwatch.service.spares import Swap, recommend
-from peerwatch.service.store import StoredAlarm, fault_events
+from peerwatch.alarms.spares import Swap, recommend
+from peerwatch.alarms.store import StoredAlarm, fault_events
 from peerwatch.web.format import clock, count
 from peerwatch.web.page import badge, esc, link, table
 from peerwatch.web.paths import node_url

@@ -36,7 +36,7 @@ class Standing:
 
 
 def standings(views: Sequence[Mapping[str, Any]]) -> dict[str, Standing]:
-    """Every node's standing among ``views`` (``service.views.node_views``)."""
+    """Every node's standing among ``views`` (``alarms.views.node_views``)."""
     ordered = sorted(views, key=lambda v: (-float(v["risk"]), -int(v.get("incidents", 0))))
     out: dict[str, Standing] = {}
     rank, last = 0, None

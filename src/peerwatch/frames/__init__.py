@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from peerwatch.frame_store import Cells, Rows, Span, spans_of
+from peerwatch.frames.frame_store import Cells, Rows, Span, spans_of
 from peerwatch.model import FloatArray, ProblemLog, SeriesBlock, SeriesKey
 from peerwatch.series_budget import UNLIMITED, SeriesBudget
 
@@ -316,7 +316,7 @@ class FrameBuilder:
         """Frames of everything added on the steps of ``span``: each metric and series that has a
         sample there, framed as the engine judges them (framer.py: counters as rates, a family whose
         kind its values have not shown yet left out); without ``rates``, every metric's raw values."""
-        from peerwatch.framer import Framer  # the framer builds on this module's frames
+        from peerwatch.frames.framer import Framer  # the framer builds on this module's frames
 
         framer = Framer(
             self.step,

@@ -4,28 +4,25 @@ workload group."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from peerwatch.act.history import START
-from peerwatch.service.metrics import node_risk
-from peerwatch.service.store import fault_events
-
-if TYPE_CHECKING:
-    from peerwatch.service.runner import Service
+from peerwatch.alarms.state import LiveState
+from peerwatch.alarms.store import fault_events, node_risk
 
 
-def node_views(service: Service) -> list[dict[str, Any]]:
+def node_views(service: LiveState) -> list[dict[str, Any]]:
     """One entry per node seen or listed as a spare, in name order."""
     records = service.store.nodes()
     open_on: dict[str, list[str]] = defaultdict(list)
     for s in service.store.alarms(open_only=True, limit=100_000):
         open_on[s.alarm.node].append(s.id)
     by_component: dict[str, dict[str, float]] = defaultdict(dict)
-    for (node, component, _metric), score in service.health.scores.items():
+    for (node, component, _metric), score in service.scores.items():
         by_component[node][component] = max(by_component[node].get(component, 0.0), round(score, 3))
-    groups = service.health.groups
+    groups = service.groups
     everything = service.store.alarms(limit=100_000)
-    risk = node_risk(everything, (r.node for r in records), service.clock.now())
+    risk = node_risk(everything, (r.node for r in records), service.now())
     incidents = Counter(e.node for e in fault_events(everything) if e.kind == START)
     out = []
     for r in records:

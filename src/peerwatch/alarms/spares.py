@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peerwatch.service.store import OUT_OF_SERVICE, ActionRecord, Store, StoredAlarm
+from peerwatch.alarms.store import OUT_OF_SERVICE, ActionRecord, Store, StoredAlarm
 
 AVAILABLE = "available"
 IN_USE = "in_use"

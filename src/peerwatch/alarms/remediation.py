@@ -3,7 +3,7 @@
 A template is a list of commands, each an argv list whose arguments may hold ``{node}``,
 ``{reason}``, ``{alarm_id}`` and (``swap_in`` only) ``{spare}``. Commands run without a shell, and
 templates that start one are refused unless allowed; before anything is rendered the node and
-spare must be names the scheduler accepts and no value may stand alone as an option (act/names.py).
+spare must be names the scheduler accepts and no value may stand alone as an option (alarms/names.py).
 Every remediation, dry or not, is stored as an action with who
 asked, why, the commands and what they returned. See docs/service.md, "Remediation".
 """
@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from peerwatch.act.names import NAME_RULES, InvalidValue, NameRule, check_values, shell_in
-from peerwatch.service.errors import BadRequest, Conflict, NotFound
-from peerwatch.service.spares import AVAILABLE, IN_USE, spare_pool
-from peerwatch.service.store import ActionRecord, Store
+from peerwatch.alarms.errors import BadRequest, Conflict, NotFound
+from peerwatch.alarms.names import NAME_RULES, InvalidValue, NameRule, check_values, shell_in
+from peerwatch.alarms.spares import AVAILABLE, IN_USE, spare_pool
+from peerwatch.alarms.store import ActionRecord, Store
 
 if TYPE_CHECKING:  # config imports this module's templates at load
     from peerwatch.service.config import RemediationConfig
@@ -97,7 +97,7 @@ def render(
     commands: Sequence[Sequence[str]], values: Mapping[str, str], rule: NameRule = NAME_RULES["hostname"]
 ) -> tuple[Command, ...]:
     """The commands with their placeholders filled (templates were checked at load); raises
-    :class:`~peerwatch.act.names.InvalidValue` for a node name ``rule`` rejects or a value that
+    :class:`~peerwatch.alarms.names.InvalidValue` for a node name ``rule`` rejects or a value that
     would be an option."""
     check_values(values, commands, rule)
     return tuple(tuple(arg.format_map(values) for arg in argv) for argv in commands)

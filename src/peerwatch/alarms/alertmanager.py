@@ -14,16 +14,18 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 import orjson
 
-from peerwatch.service.clock import Clock, iso
-from peerwatch.service.config import AlertmanagerConfig
-from peerwatch.service.metrics import SinkStats
-from peerwatch.service.posting import post_checked
-from peerwatch.service.silences import Silences
-from peerwatch.service.store import Store, StoredAlarm
+from peerwatch.alarms.delivery import SinkStats, iso, post_checked
+from peerwatch.alarms.silences import Silences
+from peerwatch.alarms.store import Store, StoredAlarm
+
+if TYPE_CHECKING:  # the service composes the sinks: they name its types, never import them
+    from peerwatch.service.clock import Clock
+    from peerwatch.service.config import AlertmanagerConfig
 
 ALERTNAME = "PeerwatchAlarm"
 OWN_LABELS = ("alertname", "node", "component", "diagnosis", "severity", "alarm_id")  # win over configured ones

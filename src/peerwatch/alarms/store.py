@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from peerwatch.act.history import END, START, FaultEvent
+from peerwatch.act.risk import RiskModel
 from peerwatch.model import Alarm
 
 OUT_OF_SERVICE = frozenset({"drain", "swap"})
@@ -196,6 +197,15 @@ def fault_events(alarms: Sequence[StoredAlarm]) -> list[FaultEvent]:
         if a.resolved_ts is not None and math.isfinite(a.resolved_ts):
             events.append(FaultEvent(a.resolved_ts, a.node, END, a.component, detail))
     return sorted(events, key=lambda e: e.ts)
+
+
+def node_risk(alarms: Sequence[StoredAlarm], nodes: Iterable[str], at: float) -> dict[str, float]:
+    """Lemon risk of every node from the alarms that took nodes out of service."""
+    model = RiskModel(nodes=nodes)
+    for event in fault_events(alarms):
+        if event.ts <= at:
+            model.observe(event)
+    return model.scores(at)
 
 
 def lease_holder(value: str | None, owner: str, wall: float) -> str | None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from peerwatch.service.sqlite_store import SQLiteStore, check_sqlite
+from peerwatch.alarms.sqlite_store import SQLiteStore, check_sqlite
 
 if TYPE_CHECKING:
+    from peerwatch.alarms.store import Store
     from peerwatch.service.config import StoreConfig
-    from peerwatch.service.store import Store
 
 
 def open_store(config: StoreConfig) -> Store:
     """Open (and create or check the tables of) the configured store; a ConfigError names what is wrong."""
     if config.postgres is not None:
-        from peerwatch.service.postgres_store import PostgresStore  # psycopg is loaded only when used
+        from peerwatch.alarms.postgres_store import PostgresStore  # psycopg is loaded only when used
 
         return PostgresStore(config.postgres, password=config.postgres_password())
     return SQLiteStore(config.sqlite)
@@ -24,7 +24,7 @@ def check_store(config: StoreConfig) -> str:
     """Check the configured store as opening it would, creating and changing nothing (``serve --check``);
     what was found, or a ConfigError / StoreError naming the store and the cause."""
     if config.postgres is not None:
-        from peerwatch.service.postgres_store import PostgresStore
+        from peerwatch.alarms.postgres_store import PostgresStore
 
         store = PostgresStore(config.postgres, password=config.postgres_password(), create=False)
         store.close()

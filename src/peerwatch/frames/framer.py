@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from peerwatch.frame_store import Cells, grow
 from peerwatch.frames import Frame, Kind, counter_rates, previous_index
+from peerwatch.frames.frame_store import Cells, grow
 from peerwatch.model import FloatArray, SeriesKey, node_of
 
 IntArray = npt.NDArray[np.int64]

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 import httpx
 import orjson
 
+from peerwatch.alarms.delivery import iso, post_checked
+from peerwatch.alarms.errors import ServiceError
+from peerwatch.alarms.store import StepChanges, Store, StoredAlarm
 from peerwatch.promtext import escape_label_value
-from peerwatch.service.clock import iso
-from peerwatch.service.errors import ServiceError
-from peerwatch.service.posting import post_checked
-from peerwatch.service.store import StepChanges, Store, StoredAlarm
 
 SILENCE_FOR = 365 * 86400.0  # "until resolved": peerwatch expires it then; a unique alarm_id matches nothing else
 VIEW = frozenset({"diagnosis", "severity"})  # alert labels that describe the alarm; the others identify it

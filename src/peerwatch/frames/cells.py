@@ -1,7 +1,7 @@
 """The live service's cells: from the sample buffer, the latest sample of each series in each step
-not yet judged, per family, for the framer (framer.py) that ``peerwatch analyze`` uses too.
+not yet judged, per family, for the framer (frames/framer.py) that ``peerwatch analyze`` uses too.
 
-The rules are the recording's (frames.py): ``plausible`` samples only, step ``step_of`` a sample's
+The rules are the recording's (frames/__init__.py): ``plausible`` samples only, step ``step_of`` a sample's
 time, ``latest_in_cells`` of several, and times kept as the grid step plus a float32 offset, as the
 recording's grid stores them, so that rates come out equal to the last bit.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from peerwatch.frame_store import Cells
 from peerwatch.frames import FUTURE_SLACK, latest_in_cells, plausible, step_of
+from peerwatch.frames.buffer import SampleBuffer
+from peerwatch.frames.frame_store import Cells
 from peerwatch.model import ProblemLog, SeriesKey
-from peerwatch.service.buffer import SampleBuffer
 
 IntArray = npt.NDArray[np.int64]
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from peerwatch.alarms.reconcile import SERVICE_NODE
+from peerwatch.alarms.store import StoredAlarm
 from peerwatch.model import Alarm, Evidence
-from peerwatch.service.live_sources import Fetch
-from peerwatch.service.reconcile import SERVICE_NODE
-from peerwatch.service.store import StoredAlarm
+
+if TYPE_CHECKING:  # the service collects; blindness judges what a collection brought
+    from peerwatch.service.live_sources import Fetch
 
 BLIND_COMPONENT = "source"
 BLIND_DIAGNOSIS = "monitoring_blind"

@@ -5,7 +5,7 @@ power cut may lose the last ones). Alarms are keyed by id and unique per (node, 
 every write is an upsert, so re-applying a step after a restart changes nothing.
 
 A store that cannot be used (not a database, corrupt or truncated, read-only, disk full, a newer
-schema) raises :class:`~peerwatch.service.errors.StoreError` with one line naming the file and the
+schema) raises :class:`~peerwatch.alarms.errors.StoreError` with one line naming the file and the
 cause, when it is opened (which runs SQLite's ``quick_check``) and on any later read or write.
 :func:`check_sqlite` does the same checks without changing anything (``serve --check``).
 """
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from peerwatch.service.errors import StoreError
-from peerwatch.service.sql_store import SqlStore
+from peerwatch.alarms.errors import StoreError
+from peerwatch.alarms.sql_store import SqlStore
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -124,7 +124,7 @@ def _has_alarms(db: sqlite3.Connection) -> bool:
 
 
 class SQLiteStore(SqlStore):
-    """:class:`~peerwatch.service.store.Store` in one SQLite file."""
+    """:class:`~peerwatch.alarms.store.Store` in one SQLite file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

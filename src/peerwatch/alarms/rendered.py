@@ -1,7 +1,7 @@
 """Renderings kept while their inputs are the same objects: the alarm list as JSON or HTML.
 
 The store decodes an unchanged alarm row once and hands out the same immutable object each time
-(service/sql_store.py), so "the same rows" is a check of identities, far cheaper than rendering
+(alarms/sql_store.py), so "the same rows" is a check of identities, far cheaper than rendering
 a thousand alarms with their evidence again for each of 50 clients.
 """
 

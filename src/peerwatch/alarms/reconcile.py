@@ -24,8 +24,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from peerwatch.alarms.store import StoredAlarm
 from peerwatch.model import Alarm
-from peerwatch.service.store import StoredAlarm
 
 SERVICE_NODE = "peerwatch"  # alarms about peerwatch itself (monitoring blind); never the engine's
 

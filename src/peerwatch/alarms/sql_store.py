@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import orjson
 
+from peerwatch.alarms.errors import Conflict, NotFound
+from peerwatch.alarms.store import ActionRecord, NodeRecord, StepChanges, StoredAlarm, lease_holder
 from peerwatch.model import Alarm, AlarmChange, Evidence
-from peerwatch.service.errors import Conflict, NotFound
-from peerwatch.service.store import ActionRecord, NodeRecord, StepChanges, StoredAlarm, lease_holder
 
 ACTION_COLUMNS = ("wall", "kind", "alarm_id", "node", "by", "note", "spare", "argv", "mode", "exit_code", "output")
 # The engine-owned columns of an alarm row (people's columns are written by their own calls).
@@ -84,7 +84,7 @@ class Cursor(Protocol):
 
 
 class SqlStore:
-    """:class:`~peerwatch.service.store.Store` over any SQL store given ``_write`` and ``_read``."""
+    """:class:`~peerwatch.alarms.store.Store` over any SQL store given ``_write`` and ``_read``."""
 
     placeholder: ClassVar[str] = "?"
     greatest: ClassVar[str] = "max"

@@ -22,9 +22,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
-from peerwatch.service.config import redact_url
-from peerwatch.service.errors import ConfigError, StoreError
-from peerwatch.service.sql_store import META, SqlStore
+from peerwatch.alarms.errors import ConfigError, StoreError
+from peerwatch.alarms.sql_store import META, SqlStore
+from peerwatch.redact import redact_url
 
 SCHEMA_VERSION = 1
 TABLES = ("alarms", "nodes", "spares", "actions", "meta")
@@ -65,7 +65,7 @@ class StoreUnavailable(StoreError):
 
 
 class PostgresStore(SqlStore):
-    """:class:`~peerwatch.service.store.Store` in a PostgreSQL database (tables in its default schema).
+    """:class:`~peerwatch.alarms.store.Store` in a PostgreSQL database (tables in its default schema).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); ``password``, when given, is used
     instead of one in the URL (libpq's ``PGPASSWORD`` and ``~/.pgpass`` work too). Messages name
