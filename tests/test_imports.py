@@ -30,6 +30,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("detect",),  # scores only
     ("decide",),  # policy, diagnosis, actions
     ("settings",),  # the detection settings table (it nests the detectors' and the policy's)
+    ("offload",),  # a detector judging in a child process, for the engine
     ("engine", "settings_doc"),  # detect + decide over frames, for analyze and serve
     ("alarms",),  # a live alarm's life: store, reconciliation, blindness, sinks, remediation
     ("web",),  # the dashboard, over the alarms room
