@@ -14,7 +14,7 @@ from peerwatch.detect.peer import PeerDetector
 from peerwatch.engine import EngineState, _context, kind_by_catalog
 from peerwatch.frames import FrameBuilder
 from peerwatch.model import Finding
-from peerwatch.offload import DetectorFailed, RemoteDetector
+from peerwatch.offload import DetectorFailed, RemoteDetector, SplitDetector
 from peerwatch.settings import DetectionSettings
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
 
@@ -36,13 +36,17 @@ def contexts(chunk: int = 30) -> list[Context]:
     return out
 
 
+def in_process(chunks: list[Context]) -> list[list[Finding]]:
+    detector, state, out = PeerDetector(DetectionSettings().peer), None, []
+    for ctx in chunks:
+        found, state = detector.scan(ctx, state)
+        out.append(found)
+    return out
+
+
 def test_a_detector_in_a_child_finds_what_it_finds_here() -> None:
     chunks = contexts()
-    here, state = PeerDetector(DetectionSettings().peer), None
-    expected: list[list[Finding]] = []
-    for ctx in chunks:
-        found, state = here.scan(ctx, state)
-        expected.append(found)
+    expected = in_process(chunks)
     assert sum(map(len, expected)) > 0, "the peer detector must find something for the comparison to say much"
     remote = RemoteDetector(PeerDetector(DetectionSettings().peer))
     try:
@@ -54,6 +58,23 @@ def test_a_detector_in_a_child_finds_what_it_finds_here() -> None:
         got.append(remote.result())
     finally:
         remote.close()
+    assert repr(got) == repr(expected)
+
+
+def test_a_detector_split_between_two_processes_finds_what_it_finds_in_one() -> None:
+    chunks = contexts()
+    expected = in_process(chunks)
+    split, state = SplitDetector(PeerDetector(DetectionSettings().peer), local_share=0.5), None
+    try:
+        got = []
+        for ctx in chunks:
+            ours, state = split.begin(ctx, state)
+            got.append(split.finish(ctx, ours))
+        assert split.mine and len(split.mine) < len(chunks[0].series)  # both processes judged families
+        assert {f.signal for fs in got for f in fs} - split.mine, "the child's families found nothing"
+        assert {f.signal for fs in got for f in fs} & split.mine, "this process's families found nothing"
+    finally:
+        split.close()
     assert repr(got) == repr(expected)
 
 

@@ -36,7 +36,7 @@ from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_ste
 from peerwatch.frames.frame_store import Span
 from peerwatch.frames.framer import Framer
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
-from peerwatch.offload import OFFLOADED, RemoteDetector
+from peerwatch.offload import OFFLOADED, SplitDetector
 from peerwatch.series_budget import SeriesBudget
 from peerwatch.settings import DetectionSettings
 from peerwatch.sources.inputs import read_inputs
@@ -178,7 +178,7 @@ class Engine:
         self.recorded = recorded  # a recording's stretch: see Context
         self.state = EngineState()
         away = set(OFFLOADED[: max(0, jobs - 1)])
-        self.remote = {d.name: RemoteDetector(d) for d in self.detectors if d.name in away}
+        self.remote = {d.name: SplitDetector(d) for d in self.detectors if d.name in away}
 
     def scan(self, frames: Mapping[str, Frame]) -> Scan:
         """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
@@ -191,9 +191,9 @@ class Engine:
         st = self.state
         ctx = _context(frames, self.catalog, st, self.settings, self.recorded)
         st.steps += ctx.steps
-        for remote in self.remote.values():
-            remote.submit(ctx)
         found: dict[str, list[Finding]] = {}
+        for name, split in self.remote.items():  # first, so that the children start at once
+            found[name], st.detectors[name] = split.begin(ctx, st.detectors.get(name))
         for d in self.detectors:
             if d.name not in self.remote:
                 found[d.name], st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
@@ -204,7 +204,8 @@ class Engine:
         st = self.state
         findings: list[Finding] = []
         for d in self.detectors:
-            findings.extend(self.remote[d.name].result() if d.name in self.remote else pending.found[d.name])
+            split = self.remote.get(d.name)
+            findings.extend(split.finish(pending.ctx, pending.found[d.name]) if split else pending.found[d.name])
         alarms, st.policy = self.policy.scan(pending.ctx, findings, st.policy)
         return Scan(pending.ctx, tuple(findings), tuple(alarms))
 
