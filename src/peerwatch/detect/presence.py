@@ -154,15 +154,16 @@ class PresenceDetector:
         present = np.zeros((len(st.targets), ctx.steps), dtype=bool)
         down = np.zeros_like(present)
         gpu_present = np.zeros((len(st.gpus), ctx.steps), dtype=bool)
+        up = set(ctx.roles.families("scrape_up"))
         for s, target, gpu in maps:
             p = ~np.isnan(s.values)
-            if s.frame.name == "up":
+            if s.frame.name in up:
                 p &= np.nan_to_num(s.values, nan=0.0) > 0
                 _or_into(down, target, s.values == 0)
             _or_into(present, target, p)
             if gpu.size:
                 _or_into(gpu_present, gpu, p)
-        # `up` 0 overrides the target's other series for that step (they may be stale copies).
+        # `up` (scrape_up) 0 overrides the target's other series for that step (they may be stale copies).
         present &= ~down
         node_present = np.zeros((len(ctx.nodes), ctx.steps), dtype=bool)
         np.logical_or.at(node_present, st.target_node, present)
