@@ -19,6 +19,7 @@ from importlib import resources
 
 import numpy as np
 
+from peerwatch.catalog.roles import Roles
 from peerwatch.detect.context import Context, IntArray, Series
 from peerwatch.detect.stream import grow
 from peerwatch.model import DIAGNOSES, BoolArray, Evidence, Finding, FloatArray
@@ -27,13 +28,6 @@ from peerwatch.xid_catalog import xid_meaning
 STATUS = "peerwatch_agent_check_status"
 INFO = "peerwatch_agent_check_info"
 XID_LAST = "peerwatch_agent_xid_last"
-# Families that join a GPU's PCI address to its index (the agent's own first, dcgm-exporter's too).
-GPU_INDEX_FAMILIES = (
-    "peerwatch_agent_gpu_info",
-    XID_LAST,
-    "peerwatch_agent_gpu_utilization_percent",
-    "DCGM_FI_DEV_GPU_UTIL",
-)
 STATUS_NAMES = {1: "UNHEALTHY", 2: "CRITICAL"}
 FROM_XID = "xid"  # table value: the XID meaning table decides
 
@@ -153,8 +147,9 @@ class RowIndex:
     xids: dict[tuple[str, ...], list[int]] = field(default_factory=dict)  # (node, PCI address) -> rows
     gpus: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, PCI address) -> GPU index
 
-    def update(self, by_name: Mapping[str, Series]) -> None:
-        for name in (STATUS, INFO, *GPU_INDEX_FAMILIES):
+    def update(self, by_name: Mapping[str, Series], roles: Roles) -> None:
+        indexed = roles.families("gpu_pci_address")  # join a GPU's PCI address to its index
+        for name in dict.fromkeys((STATUS, INFO, *indexed, XID_LAST)):
             s = by_name.get(name)
             if s is None:
                 continue
@@ -168,7 +163,7 @@ class RowIndex:
                 _by_entity(self.info, s, new, ("check", "component"))
             if name == XID_LAST:
                 _by_entity(self.xids, s, new, ("pci_bus_id",), pci=True)
-            if name in GPU_INDEX_FAMILIES:
+            if name in indexed:
                 _gpu_index(self.gpus, s, new)
 
 
@@ -194,7 +189,7 @@ class AgentCheckDetector:
     def scan(self, ctx: Context, state: AgentState | None) -> tuple[list[Finding], AgentState]:
         st = state or AgentState()
         by_name = ctx.by_name()
-        st.index.update(by_name)
+        st.index.update(by_name, ctx.roles)
         info, xid = by_name.get(INFO), by_name.get(XID_LAST)
         # A verdict's hint is the latest one seen so far, an Xid the last one reported: carried over.
         hint_seen = grow(st.hint_seen, len(info.frame.keys) if info else 0, -1)
