@@ -14,7 +14,6 @@ is placed on its host.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -27,10 +26,6 @@ from peerwatch.model import Evidence, Finding, FloatArray, Labels
 from peerwatch.training import DEFAULT_THRESHOLDS, SeriesError, Shape, ShapeResult, Thresholds, classify_series
 
 TRAINING_EXPORTER = "training"
-TRAINING_NAMES = re.compile(
-    r"(^|_)((tokens|samples|sequences|batches|steps|iterations)_per_(second|sec)"
-    r"|mfu|model_flops_utili[sz]ation|training_throughput)$"
-)
 RANK_LABELS = ("rank", "global_rank", "rank_id", "local_rank")  # the first three name a global rank
 
 
@@ -49,10 +44,9 @@ class TrainingSettings:
 
 
 def is_training(s: Series) -> bool:
-    """A job-level throughput/MFU family: catalogued as such, or an unknown family named like one."""
-    if s.family.exporter == TRAINING_EXPORTER:
-        return True
-    return not s.family.known and TRAINING_NAMES.search(s.frame.name) is not None
+    """A job-level throughput/MFU family: catalogued as such, or an unknown family named like one
+    (the catalogue's ``training_throughput`` rule)."""
+    return s.family.exporter == TRAINING_EXPORTER
 
 
 def job_of(labels: Labels) -> Labels:
