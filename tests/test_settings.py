@@ -102,6 +102,7 @@ def test_a_serve_configuration_serves_analyze_too(tmp_path: Path) -> None:
         ({"detectoin": {}}, "x.yaml: detectoin: unknown setting"),
         ({"detection": {"policy": {"k": "many"}}}, "x.yaml: detection.policy.k: "),
         ({"detection": {"accumulation": {"units": ["gpu", "toaster"]}}}, "x.yaml: detection.accumulation.units"),
+        ({"detection": {"policy": {"nfs_signals": "^node_(nfs"}}}, "detection.policy: nfs_signals is not a regular"),
         ([1, 2], "x.yaml: expected a mapping"),
     ],
 )

@@ -43,7 +43,6 @@ def soft(f: Finding) -> bool:
 
 
 PRECURSOR_DETECTORS = frozenset({"accumulation"})  # slow growth: nothing has failed yet, so watch
-NFS_SIGNAL = re.compile(r"^node_(mountstats_nfs|nfs)_")  # their findings are never a shared workload move
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,13 @@ class PolicySettings:
     evidence: int = 8  # evidence items kept in an alarm
     diagnose_within: int = 20  # steps after opening whose findings decide the diagnosis
     storage_after: int = 20  # steps after the NFS server was last seen slow that clients' NFS findings are its
+    nfs_signals: str = r"^node_(mountstats_nfs|nfs)_"  # (regex) the families of a client's NFS figures
+
+    def __post_init__(self) -> None:
+        try:
+            re.compile(self.nfs_signals)
+        except re.error as exc:
+            raise ValueError(f"nfs_signals is not a regular expression: {exc}") from None
 
 
 @dataclass
@@ -161,7 +167,7 @@ class Policy:
             for f in step_findings:
                 if (groups_at.get(f.node, -1), f.signal) in shared:
                     continue
-                if storage_down and f.node != "cluster" and NFS_SIGNAL.match(f.signal):
+                if storage_down and f.node != "cluster" and re.match(st.nfs_signals, f.signal):
                     continue
                 if f.node in held and soft(f):
                     continue
