@@ -258,6 +258,20 @@ def test_sustained_is_a_causal_median_even_on_a_window_shorter_than_it(steps: in
     np.testing.assert_array_equal(out[0], want)
 
 
+@pytest.mark.parametrize("window", [2, 3, 4, 5, 7])
+def test_sustained_is_numpys_median_of_the_window_to_the_bit(window: int) -> None:
+    from peerwatch.detect.peer import sustained
+
+    rng = np.random.default_rng(window)
+    for cols in (1, 2, window + 3, 40):
+        x = np.abs(rng.normal(size=(6, cols))) * (rng.random((6, cols)) > 0.3)
+        x[0, 0] = np.nan
+        layers = np.zeros((window, *x.shape))
+        for k in range(min(window, cols)):
+            layers[k][:, k:] = np.nan_to_num(x)[:, : cols - k]
+        assert repr(sustained(x, window).tolist()) == repr(np.median(layers, axis=0).tolist())
+
+
 def test_cpu_cores_are_compared_as_the_node_mean_per_mode() -> None:
     from peerwatch.detect.context import per_node
 
