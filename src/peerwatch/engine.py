@@ -159,7 +159,8 @@ class Pending:
 class Engine:
     """The whole engine, chunk after chunk with every stage's state carried: a run streamed step by
     step gives the alarms of one ``analyze`` over it. With ``jobs`` > 1 the heaviest detectors
-    (offload.OFFLOADED) run each in a child process; close the engine (or use it in ``with``)."""
+    (offload.OFFLOADED) judge most of their families in a child process; close the engine (or use it
+    in ``with``)."""
 
     def __init__(
         self,
@@ -313,7 +314,7 @@ def analyze_segments(
     """Each stretch of data judged apart, in time order (a gap is a gap, not an outage), by the
     streamed engine fed ``chunk`` steps at a time through the framer the live service uses, so a
     recording streamed step by step gives these alarms. Memory follows a chunk, not the recording.
-    With ``jobs`` > 1 the next chunk is framed and begun while a child process judges this one (offload.py)."""
+    With ``jobs`` > 1 the next chunk is framed and begun while a child judges this one (offload.py)."""
     catalog = catalog or Catalog.default()
     for span in builder.segments():
         framer = Framer(
