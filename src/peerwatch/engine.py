@@ -325,7 +325,9 @@ def analyze_segments(
         alarms: dict[str, Alarm] = {}
         counts = tally(np.zeros((0, 0), dtype=np.int64))
         scan: Scan | None = None
-        with Engine(catalog, policy=policy, settings=settings, recorded=True, jobs=jobs) as engine:
+        # One chunk has nothing to overlap, and starting a child costs more than a short stretch gains.
+        several = jobs if len(parts) > 1 else 1
+        with Engine(catalog, policy=policy, settings=settings, recorded=True, jobs=several) as engine:
             ahead = 1 if engine.remote else 0  # chunks begun and not finished: the children's queue
             pending: deque[Pending] = deque()
             for i, part in enumerate(parts):
