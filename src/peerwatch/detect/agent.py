@@ -21,6 +21,7 @@ import numpy as np
 
 from peerwatch.catalog.roles import Roles
 from peerwatch.detect.context import Context, IntArray, Series
+from peerwatch.detect.grouped import fold_into
 from peerwatch.detect.stream import grow
 from peerwatch.model import DIAGNOSES, BoolArray, Evidence, Finding, FloatArray
 from peerwatch.xid_catalog import xid_meaning
@@ -271,8 +272,8 @@ class AgentCheckDetector:
             nodes = s.node_index[rows]
             reporting = np.zeros((len(ctx.nodes), v.shape[1]), dtype=np.int8)
             sick = np.zeros_like(reporting)
-            np.maximum.at(reporting, nodes, ~np.isnan(v[rows]))
-            np.maximum.at(sick, nodes, unhealthy[rows])
+            fold_into(np.maximum, reporting, nodes, ~np.isnan(v[rows]))
+            fold_into(np.maximum, sick, nodes, unhealthy[rows])
             n_rep, n_sick = reporting.sum(axis=0), sick.sum(axis=0)
             shared = (n_rep >= st.shared_min) & (n_sick >= st.shared * np.maximum(n_rep, 1))
             score[rows] = np.where(unhealthy[rows] & shared[None, :], 0.0, score[rows])

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from peerwatch.catalog.load import Catalog
 from peerwatch.catalog.roles import Roles
 from peerwatch.catalog.schema import Category, Family, Unit
+from peerwatch.detect.grouped import fold_into
 from peerwatch.frames import Frame
 from peerwatch.model import BoolArray, FloatArray, SeriesKey
 
@@ -122,8 +123,8 @@ def per_node(s: Series) -> Series:
     present = ~np.isnan(values_in)
     total = np.zeros((first.size, s.values.shape[1]))
     count = np.zeros_like(total)
-    np.add.at(total, target, np.where(present, values_in, 0.0))
-    np.add.at(count, target, present)
+    fold_into(np.add, total, target, np.where(present, values_in, 0.0))
+    fold_into(np.add, count, target, present)
     with np.errstate(all="ignore"):
         values = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     own = {alt for spec in s.family.entity_labels for alt in spec.split("|")}

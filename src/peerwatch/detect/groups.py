@@ -21,6 +21,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from peerwatch.catalog.roles import Roles
 from peerwatch.detect.comove import TrackState, column_median, reference, rolling_mean, tracks
 from peerwatch.detect.context import IntArray, Series
+from peerwatch.detect.grouped import fold_into
 from peerwatch.detect.stream import grow, keep_tail, with_tail
 from peerwatch.model import FloatArray
 
@@ -42,8 +43,8 @@ def node_activity(
         count = np.zeros((n_nodes, steps))
         vals = s.values[ok] * scale
         present = ~np.isnan(vals)
-        np.add.at(total, s.node_index[ok], np.where(present, vals, 0.0))
-        np.add.at(count, s.node_index[ok], present)
+        fold_into(np.add, total, s.node_index[ok], np.where(present, vals, 0.0))
+        fold_into(np.add, count, s.node_index[ok], present)
         with np.errstate(invalid="ignore"):
             return np.where(count > 0, total / np.maximum(count, 1), np.nan)
     return None

@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from peerwatch.detect.context import IntArray, Series
+from peerwatch.detect.grouped import fold_into
 from peerwatch.detect.peer import column_quantile
 from peerwatch.model import BoolArray, FloatArray
 
@@ -95,8 +96,8 @@ def node_share(s: Series, flag: BoolArray, n_nodes: int) -> FloatArray:
     known = ~np.isnan(s.values[ok])
     total = np.zeros((n_nodes, s.values.shape[1]))
     count = np.zeros_like(total)
-    np.add.at(total, s.node_index[ok], flag[ok] & known)
-    np.add.at(count, s.node_index[ok], known)
+    fold_into(np.add, total, s.node_index[ok], flag[ok] & known)
+    fold_into(np.add, count, s.node_index[ok], known)
     with np.errstate(all="ignore"):
         share: FloatArray = np.where(count > 0, total / np.maximum(count, 1.0), np.nan)
     return share

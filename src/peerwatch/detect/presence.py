@@ -14,6 +14,7 @@ import numpy as np
 
 from peerwatch.catalog.schema import Unit
 from peerwatch.detect.context import Context, IntArray, Series
+from peerwatch.detect.grouped import fold_into
 from peerwatch.detect.stream import grow
 from peerwatch.model import BoolArray, Evidence, Finding, FloatArray
 
@@ -137,9 +138,9 @@ def _or_into(out: BoolArray, index: IntArray, rows: BoolArray) -> None:
     """``out[index[r]] |= rows[r]`` for every row with an index."""
     ok = index >= 0
     if ok.all():
-        np.logical_or.at(out, index, rows)
+        fold_into(np.logical_or, out, index, rows)
     elif ok.any():
-        np.logical_or.at(out, index[ok], rows[ok])
+        fold_into(np.logical_or, out, index[ok], rows[ok])
 
 
 class PresenceDetector:
@@ -166,7 +167,7 @@ class PresenceDetector:
         # `up` (scrape_up) 0 overrides the target's other series for that step (they may be stale copies).
         present &= ~down
         node_present = np.zeros((len(ctx.nodes), ctx.steps), dtype=bool)
-        np.logical_or.at(node_present, st.target_node, present)
+        fold_into(np.logical_or, node_present, st.target_node, present)
         times = ctx.timestamps
         out = self._targets(ctx, times, st, present, node_present)
         out += self._nodes(ctx, times, st, node_present)
@@ -232,7 +233,7 @@ class PresenceDetector:
     def _gpus(self, ctx: Context, times: FloatArray, st: PresenceState, present: BoolArray) -> list[Finding]:
         seen = st.gpu.seen(present, self.settings.memory)
         any_gpu = np.zeros((len(ctx.nodes), present.shape[1]), dtype=bool)
-        np.logical_or.at(any_gpu, st.gpu_node, present)
+        fold_into(np.logical_or, any_gpu, st.gpu_node, present)
         vanished = ~present & seen & any_gpu[st.gpu_node]
         runs = st.gpu.runs(vanished)
         gpus = list(st.gpus)
