@@ -149,3 +149,27 @@ def test_typed_and_careful_reads_agree_and_a_line_the_fast_path_refuses_does_not
     assert np.isnan(blocks["n"].values[0]) and blocks["s"].values.tolist() == [1.5, 2.0]
     assert np.isnan(blocks["z"].values[0]) and blocks["z"].values[1] == 2.0
     assert [p.where for p in problems.problems] == ["mem:4", "mem:8"]  # the strings, the cut line (null: missing)
+
+
+def test_timestamps_read_once_per_text_and_any_key_order_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Timestamps are parsed once per text and found again for the next series of the target. Lines
+    # that share them, keys in another order, a label holding the key's own text, and the memory
+    # cleared when full (here after two texts) all read as the careful path reads them.
+    monkeypatch.setattr("peerwatch.sources.replay.STAMPS_KEPT", 2)
+    lines = [
+        b'{"metric":{"__name__":"a","i":"0"},"values":[1,2],"timestamps":[1000,2000]}',
+        b'{"metric":{"__name__":"a","i":"1"},"values":[3,4],"timestamps":[1000,2000]}',
+        b'{"metric":{"__name__":"b"},"timestamps":[5000,6000],"values":[5,6]}',
+        b'{"metric":{"__name__":"c","x":",\\"timestamps\\":[7"},"values":[7,8],"timestamps":[7000,8000]}',
+        b'{"metric":{"__name__":"d"},"values":[9,10],"timestamps":[9000,10000]}  \n',
+        b'{"metric":{"__name__":"e"},"values":[11,12],"timestamps":[1000,2000]}',
+    ]
+    problems = ProblemLog()
+    blocks = list(read_vm_jsonl(lines, "mem", problems))
+    assert not problems.problems
+    careful = [orjson.loads(line) for line in lines]
+    assert [b.key.name for b in blocks] == [c["metric"]["__name__"] for c in careful]
+    for b, c in zip(blocks, careful, strict=True):
+        assert b.key.get("x") == c["metric"].get("x")
+        np.testing.assert_array_equal(b.values, c["values"])
+        np.testing.assert_array_equal(b.timestamps, np.array(c["timestamps"]) / 1000.0)

@@ -35,14 +35,14 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
     """Series blocks from VictoriaMetrics ``/api/v1/export`` lines (timestamps in ms)."""
     keys: dict[tuple[tuple[str, object], ...], SeriesKey] = {}  # one series comes in many lines
     quoted: set[SeriesKey] = set()
-    parser = simdjson.Parser()
+    typed = _Typed()
     metric: Any
     values: Any
     stamps: Any
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        fast = _typed(parser, line)
+        fast = typed(line)
         try:
             if fast is not None:
                 metric, values, stamps = fast
@@ -85,19 +85,66 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
         yield SeriesBlock(key, ts, _floats(values, f"{source}:{lineno}", problems))
 
 
-def _typed(parser: simdjson.Parser, line: bytes) -> tuple[dict[str, Any], FloatArray, np.ndarray] | None:
-    """A well-formed line's labels, values and timestamps, the two arrays read by simdjson straight into
-    typed buffers (no Python object per number: 4x faster than orjson then numpy on 720-sample lines).
-    None where the careful path must look: bare NaN/Inf, numbers as strings, nulls, a malformed line.
-    The document is dropped before returning: the parser cannot parse again while parts of it live."""
-    try:
-        doc: Any = parser.parse(line)
-        metric = doc["metric"].as_dict()
-        values = np.frombuffer(doc["values"].as_buffer(of_type="d"), dtype=np.float64)
-        stamps = np.frombuffer(doc["timestamps"].as_buffer(of_type="i"), dtype=np.int64)
-    except (ValueError, TypeError, KeyError, RuntimeError, AttributeError, IndexError):
-        return None
-    return metric, values, stamps
+STAMPS_KEY = b',"timestamps":['  # VictoriaMetrics writes it last: {"metric":…,"values":[…],"timestamps":[…]}
+STAMPS_KEPT = 2048  # distinct timestamp arrays remembered (~16 KB each); more and the memory is cleared
+
+
+class _Typed:
+    """Well-formed lines read by simdjson straight into typed buffers (no Python object per number:
+    4x faster than orjson then numpy on 720-sample lines). A scrape target's series share their
+    timestamps, so each timestamp array is parsed once and found again by its text (a third less
+    parsing on a 63-node export)."""
+
+    def __init__(self) -> None:
+        self.parser = simdjson.Parser()
+        self.stamps: dict[bytes, np.ndarray] = {}
+
+    def __call__(self, line: bytes) -> tuple[dict[str, Any], FloatArray, np.ndarray] | None:
+        """A line's labels, values and timestamps; None where the careful path must look: bare
+        NaN/Inf, numbers as strings, nulls, keys in another order, a malformed line."""
+        at = line.rfind(STAMPS_KEY)
+        end = line.rfind(b"]}")
+        if at < 0 or end < at or line[end + 2 :].strip():
+            return self._whole(line)
+        text = line[at + len(STAMPS_KEY) : end]
+        stamps = self.stamps.get(text)
+        if stamps is None:
+            stamps = self._array(b"[" + text + b"]", "i", np.int64)
+            if stamps is None:
+                return self._whole(line)
+            if len(self.stamps) >= STAMPS_KEPT:
+                self.stamps.clear()
+            self.stamps[text] = stamps
+        try:
+            doc: Any = self.parser.parse(line[:at] + b"}")
+            metric = doc["metric"].as_dict()
+            values = np.frombuffer(doc["values"].as_buffer(of_type="d"), dtype=np.float64)
+        except (ValueError, TypeError, KeyError, RuntimeError, AttributeError, IndexError):
+            return None
+        finally:
+            doc = None  # the parser cannot parse again while parts of its document live
+        return metric, values, stamps
+
+    def _array(self, text: bytes, of_type: str, dtype: type[np.generic]) -> np.ndarray | None:
+        try:
+            doc: Any = self.parser.parse(text)
+            return np.frombuffer(doc.as_buffer(of_type=of_type), dtype=dtype)
+        except (ValueError, TypeError, RuntimeError, AttributeError):
+            return None
+        finally:
+            doc = None
+
+    def _whole(self, line: bytes) -> tuple[dict[str, Any], FloatArray, np.ndarray] | None:
+        try:
+            doc: Any = self.parser.parse(line)
+            metric = doc["metric"].as_dict()
+            values = np.frombuffer(doc["values"].as_buffer(of_type="d"), dtype=np.float64)
+            stamps = np.frombuffer(doc["timestamps"].as_buffer(of_type="i"), dtype=np.int64)
+        except (ValueError, TypeError, KeyError, RuntimeError, AttributeError, IndexError):
+            return None
+        finally:
+            doc = None
+        return metric, values, stamps
 
 
 _SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})  # VictoriaMetrics quotes these itself
