@@ -197,8 +197,9 @@ def analyze(
             "--jobs",
             "-j",
             min=0,
-            help="Processes judging at once: 1 judges in this process alone; 0 (default) uses the "
-            "machine's cores (the peer detector in a second process). The alarms are the same.",
+            help="Processes at work at once: 1 reads and judges in this process alone; 0 (default) uses "
+            "the machine's cores (a large export read in parts, the peer detector in a second process). "
+            "The alarms are the same.",
         ),
     ] = 0,
 ) -> None:
@@ -219,8 +220,9 @@ def analyze(
     budget = SeriesBudget(max_series_per_family, max_series_per_input, max_series)
     with working("reading " + shown):
         builder = read_frames(
-            inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget, http=http
-        )
+            inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget, http=http,
+            jobs=jobs or _cores(),
+        )  # fmt: skip
     alarms: list[Alarm] = []
     longest: Judged | None = None  # its peer groups are the ones summed up
     with working("judging"):

@@ -35,7 +35,8 @@ from peerwatch.detect.transitions import TransitionState, held_nodes
 from peerwatch.frames import Frame, FrameBuilder, Kind, declared_kind, infer_step
 from peerwatch.frames.frame_store import Span
 from peerwatch.frames.framer import Framer
-from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog
+from peerwatch.frames.parts import file_parts, read_parts
+from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog, SeriesBlock
 from peerwatch.offload import OFFLOADED, SplitDetector
 from peerwatch.series_budget import SeriesBudget
 from peerwatch.settings import DetectionSettings
@@ -247,30 +248,36 @@ def read_frames(
     node: str | None = None,
     budget: SeriesBudget | None = None,
     http: HttpOptions | None = None,
+    jobs: int = 1,
 ) -> FrameBuilder:
     """Read INPUT arguments onto a grid with the catalogue's notion of counters and node identity.
 
     Without ``step``, the grid follows the data's scrape interval (at least 30 s), judged from the
     first series read: a cluster scraped every 60 s on a 30-s grid would miss every other step.
     ``node``: the node of recorded series that name none (sources/replay.py); ``budget``: series
-    kept per family and in all (frame_store.py), its defaults unless given."""
+    kept per family and in all (frame_store.py), its defaults unless given; ``jobs`` > 1: one large
+    export is read by that many processes (frames/parts.py), with the same result."""
     catalog = catalog or Catalog.default()
     problems = problems if problems is not None else ProblemLog()
     budget = budget or SeriesBudget()
+
+    def builder_for(head: list[SeriesBlock]) -> FrameBuilder:
+        return FrameBuilder(
+            step or infer_step(head),
+            problems=problems,
+            kind_of=kind_by_catalog(catalog),
+            node_labels_for=catalog.node_labels,
+            budget=budget,
+            now=now,
+        )
+
+    head = 0 if step else STEP_SAMPLE
+    split = file_parts(inputs, jobs)
+    if split is not None:
+        return read_parts(*split, problems, budget, builder_for, node, head)
     blocks = read_inputs(inputs, problems, start=start, end=end, node=node, budget=budget, http=http)
-    if step is None:
-        head = list(itertools.islice(blocks, STEP_SAMPLE))
-        step = infer_step(head)
-        blocks = itertools.chain(head, blocks)
-    builder = FrameBuilder(
-        step,
-        problems=problems,
-        kind_of=kind_by_catalog(catalog),
-        node_labels_for=catalog.node_labels,
-        budget=budget,
-        now=now,
-    )
-    return builder.add_all(blocks)
+    first = list(itertools.islice(blocks, head))
+    return builder_for(first).add_all(itertools.chain(first, blocks))
 
 
 def load_frames(

@@ -96,6 +96,19 @@ def latest_in_cells(
     return order[winners], order[losers], order[won]
 
 
+@dataclass(frozen=True, eq=False)
+class Part:
+    """What one builder read of a part of a file (a child process's, frames/parts.py): each metric's
+    rows, the samples placed, the (metric, row) pairs whose conflict was noted, its problems, and
+    whether a series budget left any series out."""
+
+    rows: dict[str, Rows]
+    samples: int
+    conflicted: frozenset[tuple[str, int]]
+    problems: ProblemLog
+    dropped: bool
+
+
 class FrameBuilder:
     """Accumulates series blocks into aligned frames.
 
@@ -216,6 +229,43 @@ class FrameBuilder:
         flat_vals[cell[newer]] = vals[newer]
         flat_offs[cell[newer]] = offs[newer]
         self.samples += int(ts.size)
+
+    def part(self) -> Part:
+        """What this builder read, for the builder of the whole file (``absorb``)."""
+        self.flush()
+        rows = {name: r.trimmed() for name, r in self._metrics.items()}
+        return Part(rows, self.samples, frozenset(self._conflicted), self.problems, bool(self._over))
+
+    def absorb(self, part: Part, kept: set[int]) -> bool:
+        """Take in a later part of the input that another builder read, as if read here after what
+        was: the same grid, series, conflicts and problems. ``kept``: the hashes of the input's series
+        so far (sources/inputs.InputBudget), grown by the part's. False, with nothing changed, where
+        a series budget would have left out some of the part's series: the part must be read here."""
+        if part.dropped or self._over:
+            return False
+        self.flush()
+        hashes = {hash(k) for rows in part.rows.values() for k in rows.index}
+        held = {name: self._metrics[name].index if name in self._metrics else {} for name in part.rows}
+        new = {name: sum(k not in held[name] for k in rows.index) for name, rows in part.rows.items()}
+        if (
+            any(len(held[name]) + n > self.budget.per_family for name, n in new.items())
+            or self.series + sum(new.values()) > self.budget.total
+            or len(kept | hashes) > self.budget.per_input
+        ):
+            return False
+        for p in part.problems:  # first: they were met reading, conflicts when the grids meet
+            self.problems.add(p.where, p.message)
+        self.problems.dropped += part.problems.dropped
+        for name, other in part.rows.items():
+            rows = self._metrics.setdefault(name, Rows())
+            rowmap, clashes = rows.absorb(other)
+            self._conflicted.update((name, int(rowmap[r])) for n, r in part.conflicted if n == name)
+            for row, k, off, was, now in clashes:
+                self._note_conflict(name, rows, row, k * self.step + off, was, now)
+        self.series += sum(new.values())
+        self.samples += part.samples
+        kept |= hashes
+        return True
 
     def _report(self, rows: Rows, row: npt.NDArray[np.int64], ts: FloatArray, vals: FloatArray) -> None:
         keys = list(rows.index)

@@ -7,9 +7,9 @@ from the blocks along the stretches of steps that hold data (``Span``), gaps lef
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -67,6 +67,29 @@ class Cells:
     times: FloatArray  # (rows, steps)
     declared: str | None
     key_of: Callable[[int], SeriesKey]
+
+
+@dataclass(frozen=True)
+class Clashes:
+    """Samples at the time of one already held, with another value: row, step, offset in the step,
+    the value held and the value read."""
+
+    rows: IntArray
+    steps: IntArray
+    offs: npt.NDArray[np.float32]
+    held: FloatArray
+    read: FloatArray
+
+    def __iter__(self) -> Iterator[tuple[int, int, float, float, float]]:
+        return zip(
+            self.rows.tolist(), self.steps.tolist(), self.offs.tolist(), self.held.tolist(), self.read.tolist(),
+            strict=True,
+        )  # fmt: skip
+
+    @staticmethod
+    def none() -> Clashes:
+        empty = np.zeros(0)
+        return Clashes(empty.astype(np.int64), empty.astype(np.int64), empty.astype(np.float32), empty, empty)
 
 
 @dataclass
@@ -136,6 +159,49 @@ class Rows:
         vals[:rows, :width] = self.vals
         offs[:rows, :width] = self.offs
         self.vals, self.offs = vals, offs
+
+    def trimmed(self) -> Rows:
+        """These rows without the room kept for growth (what a child process sends back)."""
+        n, width = len(self.index), len(self.blocks) * BLOCK
+        return Rows(
+            self.vals[:n, :width].copy(), self.offs[:n, :width].copy(), self.index, self._keys, self.blocks,
+            self.slot_of, self.declared,
+        )  # fmt: skip
+
+    def absorb(self, other: Rows) -> tuple[IntArray, Clashes]:
+        """Write ``other``'s samples (read after these: a later part of a file) onto these rows, as
+        if read here: the later of two samples in a step wins, and of two at one time, ``other``'s.
+        Returns each of ``other``'s rows' row here, and its samples at the time of one held here
+        with another value (conflicts, to be noted)."""
+        before = len(self.index)
+        rowmap = np.array([self.row(k) for k in other.index], dtype=np.int64)
+        if self.declared is None:
+            self.declared = other.declared
+        if not other.blocks or not rowmap.size:
+            self._reserve()
+            return rowmap, Clashes.none()
+        first = np.asarray(other.blocks, dtype=np.int64) * BLOCK
+        cols = (self.columns(first)[:, None] + np.arange(BLOCK)).reshape(-1)  # other's columns, here
+        ov, oo = other.vals[: rowmap.size, : cols.size], other.offs[: rowmap.size, : cols.size]
+        new = rowmap >= before
+        # Rows new here hold nothing yet: other's samples are copied as they are (one slice, as a rule).
+        if new.all() and (cols == np.arange(cols[0], cols[0] + cols.size)).all():
+            at: Any = (slice(before, len(self.index)), slice(cols[0], cols[0] + cols.size))
+        else:
+            at = np.ix_(rowmap[new], cols)
+        self.vals[at] = ov[new]
+        self.offs[at] = oo[new]
+        if new.all():
+            return rowmap, Clashes.none()
+        old = ~new
+        ov, oo = ov[old], oo[old]
+        at = np.ix_(rowmap[old], cols)
+        sv, so = self.vals[at], self.offs[at]
+        newer = ~np.isnan(oo) & (np.isnan(so) | (oo >= so))
+        self.vals[at] = np.where(newer, ov, sv)
+        self.offs[at] = np.where(newer, oo, so)
+        r, c = np.nonzero((oo == so) & (ov != sv))
+        return rowmap, Clashes(rowmap[old][r], first[c // BLOCK] + c % BLOCK, oo[r, c], sv[r, c], ov[r, c])
 
     def occupied(self) -> tuple[IntArray, IntArray]:
         """The steps holding a sample of this metric, and how many samples each holds."""

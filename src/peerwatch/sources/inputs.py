@@ -54,24 +54,29 @@ def read_inputs(
     series are kept of each input, the others left out and reported."""
     for item in inputs:
         blocks = _read_one(item, problems, start, end, matchers, timeout, node, http)
-        yield from blocks if budget is None else _within(blocks, item, budget, problems)
+        yield from blocks if budget is None else InputBudget(item, budget, problems).within(blocks)
 
 
-def _within(
-    blocks: Iterator[SeriesBlock], item: str, budget: SeriesBudget, problems: ProblemLog
-) -> Iterator[SeriesBlock]:
-    """The blocks of the first ``budget.per_input`` series of one input; the rest reported once."""
-    kept: set[int] = set()
-    over: set[int] = set()
-    for block in blocks:
-        h = hash(block.key)
-        if h not in kept and len(kept) >= budget.per_input:
-            over.add(h)
-            continue
-        kept.add(h)
-        yield block
-    if over:
-        problems.add(item, budget.message(len(kept), len(over), "per input"))
+class InputBudget:
+    """The gate of one input: the blocks of its first ``budget.per_input`` series pass (``kept``,
+    by hash), the others are left out (``over``) and reported once, when the input ends."""
+
+    def __init__(self, item: str, budget: SeriesBudget, problems: ProblemLog) -> None:
+        self.item, self.budget, self.problems = item, budget, problems
+        self.kept: set[int] = set()
+        self.over: set[int] = set()
+
+    def within(self, blocks: Iterator[SeriesBlock]) -> Iterator[SeriesBlock]:
+        kept, over, limit = self.kept, self.over, self.budget.per_input
+        for block in blocks:
+            h = hash(block.key)
+            if h not in kept and len(kept) >= limit:
+                over.add(h)
+                continue
+            kept.add(h)
+            yield block
+        if over:
+            self.problems.add(self.item, self.budget.message(len(kept), len(over), "per input"))
 
 
 def _read_one(

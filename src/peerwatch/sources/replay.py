@@ -11,8 +11,9 @@ import gzip
 import itertools
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from sys import intern
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
@@ -31,15 +32,18 @@ HEAD_VOTES = 5  # the first lines that parse as one format or the other decide i
 READ_BUFFER = 1 << 20  # an export line is ~15 KB: the default 8 KB buffer made line splitting 2-5x slower
 
 
-def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> Iterator[SeriesBlock]:
-    """Series blocks from VictoriaMetrics ``/api/v1/export`` lines (timestamps in ms)."""
+def read_vm_jsonl(
+    lines: Iterable[bytes], source: str, problems: ProblemLog, first_line: int = 1
+) -> Iterator[SeriesBlock]:
+    """Series blocks from VictoriaMetrics ``/api/v1/export`` lines (timestamps in ms); ``first_line``:
+    the number of the first line in its file, for problems."""
     keys: dict[tuple[tuple[str, object], ...], SeriesKey] = {}  # one series comes in many lines
     quoted: set[SeriesKey] = set()
     typed = _Typed()
     metric: Any
     values: Any
     stamps: Any
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(lines, first_line):
         if not line.strip():
             continue
         fast = typed(line)
@@ -71,7 +75,10 @@ def read_vm_jsonl(lines: Iterable[bytes], source: str, problems: ProblemLog) -> 
             raw = tuple(metric.items())
             key = keys.get(raw)
             if key is None:
-                key = keys[raw] = SeriesKey(name, labels_of({str(k): str(v) for k, v in raw}))
+                # Interned: series repeat their label names and values (jobs, nodes, GPUs), so keys
+                # share one string each, in memory and when they cross to another process.
+                labels = labels_of({intern(str(k)): intern(str(v)) for k, v in raw})
+                key = keys[raw] = SeriesKey(intern(name), labels)
             ts = np.asarray(stamps, dtype=np.float64) / 1000.0
         except (TypeError, ValueError, AttributeError):
             problems.add(f"{source}:{lineno}", f"{name}: labels or timestamps are not valid")
@@ -225,13 +232,18 @@ def open_recording(path: Path) -> BinaryIO:
 
 class _Lines:
     """Lines of a stream, a UTF-8 byte-order mark stripped; a truncated or corrupt gzip ends them with
-    a problem and sets ``truncated``, keeping everything read before the cut."""
+    a problem and sets ``truncated``, keeping everything read before the cut. With ``size``, the
+    lines that start in the next ``size`` bytes (a part of a file: ``line_cuts``)."""
 
-    def __init__(self, stream: BinaryIO, source: str, problems: ProblemLog) -> None:
+    def __init__(self, stream: BinaryIO, source: str, problems: ProblemLog, size: int | None = None) -> None:
         self.stream, self.source, self.problems = stream, source, problems
         self.truncated = False
+        self.size = size
 
     def __iter__(self) -> Iterator[bytes]:
+        if self.size is not None:
+            yield from self._part(self.size)
+            return
         lineno = 0
         try:
             for line in self.stream:
@@ -241,6 +253,39 @@ class _Lines:
             self.truncated = True
             where = f"{self.source}:{lineno + 1}"
             self.problems.add(where, f"compressed stream is truncated or corrupt ({exc}); kept {lineno} lines")
+
+    def _part(self, size: int) -> Iterator[bytes]:
+        read = 0
+        for line in self.stream:
+            yield line[len(BOM) :] if read == 0 and self.stream.tell() == len(line) and line.startswith(BOM) else line
+            read += len(line)
+            if read >= size:
+                return
+
+
+def line_cuts(path: Path, shares: Sequence[float]) -> list[int]:
+    """Byte offsets cutting a plain file into runs of whole lines of about these shares of its size:
+    ``[0, ..., size]``, each run from one offset to the next (fewer where runs would be empty)."""
+    size = path.stat().st_size
+    ends = np.cumsum(shares) / sum(shares) * size
+    cuts = [0]
+    with path.open("rb") as f:
+        for end in ends[:-1].tolist():
+            f.seek(max(int(end), cuts[-1]))
+            f.readline()  # on to the next line's start
+            if cuts[-1] < f.tell() < size:
+                cuts.append(f.tell())
+    return [*cuts, size]
+
+
+def lines_before(path: Path, offset: int) -> int:
+    """How many lines end before byte ``offset`` of a plain file."""
+    n = 0
+    with path.open("rb", buffering=0) as f:
+        while offset > 0 and (block := f.read(min(offset, READ_BUFFER << 4))):
+            n += block.count(b"\n")
+            offset -= len(block)
+    return n
 
 
 # A HELP/TYPE/UNIT line, or a sample: name, optional labels, a number, an optional timestamp.
@@ -271,7 +316,12 @@ def detect_format(head: bytes) -> str:
 
 
 def read_recording(
-    path: Path, problems: ProblemLog, node: str | None = None, *, only_metrics: bool = False
+    path: Path,
+    problems: ProblemLog,
+    node: str | None = None,
+    *,
+    only_metrics: bool = False,
+    part: tuple[int, int] | None = None,
 ) -> Iterator[SeriesBlock]:
     """Series blocks of one recorded file, whatever its format; problems name the file and line.
 
@@ -280,7 +330,8 @@ def read_recording(
     (``gpu07.prom`` -> ``gpu07``); with ``node``, so do a JSON-lines export's. ``only_metrics``
     (a file met in a folder): a file none of whose first lines parses is skipped with one note.
     A truncated gzip keeps what was read before the cut, less the series the cut went through:
-    its unread tail would read as the series stopping.
+    its unread tail would read as the series stopping. ``part``: only the lines that start in this
+    byte range of a plain JSON-lines export (``line_cuts``), numbered as in the whole file.
     """
     source = str(path)
     try:
@@ -289,7 +340,11 @@ def read_recording(
         problems.add(source, f"cannot open: {exc.strerror or exc}")
         return
     with stream:
-        lines = _Lines(stream, source, problems)
+        first_line = 1
+        if part is not None:
+            stream.seek(part[0])
+            first_line += lines_before(path, part[0])
+        lines = _Lines(stream, source, problems, None if part is None else part[1] - part[0])
         it = iter(lines)
         head = list(itertools.islice(it, HEAD_LINES))
         rest = itertools.chain(head, it)
@@ -298,7 +353,7 @@ def read_recording(
             return
         last: list[SeriesKey] = []  # the series of the last sample read (text: where a cut falls)
         if detect_format(b"".join(head)) == "vm-jsonl":
-            blocks = read_vm_jsonl(rest, source, problems)
+            blocks = read_vm_jsonl(rest, source, problems, first_line)
         else:
             blocks = _read_text(rest, source, problems, path.stat().st_mtime, last)
             node = node or file_node(path)
