@@ -126,9 +126,11 @@ def peer_z(
             if not (n >= settings.min_peers).any():
                 continue
             with np.errstate(all="ignore"):
-                med = column_quantile(x, 0.5)
+                ordered = np.sort(x, axis=0)
+                med = sorted_quantile(ordered, n, 0.5)
                 mad = 1.4826 * column_quantile(np.abs(x - med), 0.5)
-                level = column_quantile(np.abs(x), 0.9)
+                # |x| is x where nothing is negative (nearly every metric): no second sort.
+                level = column_quantile(np.abs(x), 0.9) if (ordered[0] < 0).any() else sorted_quantile(ordered, n, 0.9)
             top, mad_sum, mad_n = usual.get((int(key), int(group)), (0.0, 0.0, 0.0))
             usual_level = np.fmax.accumulate(np.r_[top, np.nan_to_num(level, nan=0.0)])[1:]
             usual_mad, mad_sum, mad_n = _running_mean(mad, mad_sum, mad_n)
@@ -162,12 +164,15 @@ def column_quantile(x: FloatArray, q: float) -> FloatArray:
     """
     if x.shape[0] == 0:  # no rows (every series of a peer key on unknown nodes): nothing known
         return np.full(x.shape[1], np.nan)
-    s = np.sort(x, axis=0)  # NaN sorts last
-    n = np.sum(~np.isnan(x), axis=0)
+    return sorted_quantile(np.sort(x, axis=0), np.sum(~np.isnan(x), axis=0), q)
+
+
+def sorted_quantile(s: FloatArray, n: IntArray, q: float) -> FloatArray:
+    """``column_quantile`` of the columns ``s`` sorted (NaN last), ``n`` non-NaN values in each."""
     pos = q * np.maximum(n - 1, 0)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
-    cols = np.arange(x.shape[1])
+    cols = np.arange(s.shape[1])
     a, b = s[lo, cols], s[hi, cols]
     out: FloatArray = np.where(n > 0, a + (b - a) * (pos - lo), np.nan)
     return out

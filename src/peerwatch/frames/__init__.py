@@ -402,9 +402,10 @@ def infer_step(blocks: Iterable[SeriesBlock], least: float = MIN_STEP) -> float:
     intervals = []
     for parts in times.values():
         d = np.diff(np.sort(np.concatenate(parts)))
-        d = d[d > 0]
+        d = np.sort(d[d > 0])  # np.median's value, without its 30 us of checks per series (5,000 of them)
         if d.size:
-            intervals.append(float(np.median(d)))
+            mid = d.size // 2
+            intervals.append(float(d[mid] if d.size % 2 else (d[mid - 1] + d[mid]) / 2))
     if not intervals:
         return least
     return max(least, float(np.ceil(np.percentile(intervals, 75, method="nearest") - 0.5)))
@@ -456,14 +457,12 @@ def counter_rates(
         return counter_rates(values, times, max_gap)[:, 1:]
     valid = ~np.isnan(values)
     prev = previous_index(valid)
-    has_prev = valid & (prev >= 0)
-    rows = np.nonzero(has_prev)
-    cur_v, cur_t = values[rows], times[rows]
-    prev_v, prev_t = values[rows[0], prev[rows]], times[rows[0], prev[rows]]
-    delta = cur_v - prev_v
-    delta = np.where(delta < 0, cur_v, delta)
-    dt = cur_t - prev_t
-    rate = np.where((dt > 0) & (dt <= max_gap), delta / np.where(dt > 0, dt, 1.0), np.nan)
-    out = np.full(values.shape, np.nan)
-    out[rows] = rate
+    at = np.maximum(prev, 0)
+    # Over every cell at once (the grid is mostly full): cells with no previous sample are masked.
+    with np.errstate(invalid="ignore"):
+        delta = values - np.take_along_axis(values, at, axis=1)
+        delta = np.where(delta < 0, values, delta)
+        dt = times - np.take_along_axis(times, at, axis=1)
+        ok = valid & (prev >= 0) & (dt > 0) & (dt <= max_gap)
+        out: FloatArray = np.where(ok, delta / np.where(dt > 0, dt, 1.0), np.nan)
     return out
