@@ -9,7 +9,8 @@ What a user without peerwatch would run to get alerts out of a recording: a fres
 writing the alerts back. Timed from starting VictoriaMetrics to vmalert's exit: import, flush and
 rule evaluation. Beside it, in the same run and alternating with it, ``peerwatch analyze FILE`` with
 each ``--jobs`` value (0: every core). Wall seconds and CPU seconds (the children's rusage) of each
-side; the medians and the ratio of the medians are printed.
+side; the medians and the ratio of the medians are printed. peerwatch's modules are compiled first,
+as an installed wheel's are.
 
 Without ``--recording`` the 6-h 63-node ``reference_mix`` scenario is simulated first (943 MB).
 """
@@ -32,6 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+
+import peerwatch
 
 PEER = "outliers_mad(3, {expr}) by (job)"
 RULES: tuple[tuple[str, str], ...] = (
@@ -181,6 +184,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 0], help="analyze --jobs values to compare")
     args = parser.parse_args()
+    # peerwatch's modules compiled once, as a wheel's are when installed: an editable install where
+    # PYTHONDONTWRITEBYTECODE is set (this machine) compiles them at every start, in every process.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(peerwatch.__file__).parent)], check=True)
     with tempfile.TemporaryDirectory(prefix="bench-vm-") as tmp:
         work = Path(tmp)
         recording = args.recording or simulate_reference(work)

@@ -214,10 +214,11 @@ class FrameBuilder:
         col = rows.columns(k)
         width = rows.vals.shape[1]
         cell = row * width + col
-        won, losers, winners = latest_in_cells(cell, ts, vals)
-        for i, w in zip(losers.tolist(), winners.tolist(), strict=True):
-            self._note_conflict(name, rows, int(cell[i] // width), float(ts[i]), float(vals[i]), float(vals[w]))
-        cell, ts, vals, k = cell[won], ts[won], vals[won], k[won]
+        if not (cell[1:] > cell[:-1]).all():  # else each sample has a cell of its own, in order: the usual batch
+            won, losers, winners = latest_in_cells(cell, ts, vals)
+            for i, w in zip(losers.tolist(), winners.tolist(), strict=True):
+                self._note_conflict(name, rows, int(cell[i] // width), float(ts[i]), float(vals[i]), float(vals[w]))
+            cell, ts, vals, k = cell[won], ts[won], vals[won], k[won]
         offs = (ts - k * self.step).astype(np.float32)
         flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
         held = flat_offs[cell]
