@@ -79,7 +79,7 @@ def read_vm_jsonl(
                 # share one string each, in memory and when they cross to another process.
                 labels = labels_of({intern(str(k)): intern(str(v)) for k, v in raw})
                 key = keys[raw] = SeriesKey(intern(name), labels)
-            ts = np.asarray(stamps, dtype=np.float64) / 1000.0
+            ts = stamps if fast is not None else np.asarray(stamps, dtype=np.float64) / 1000.0
         except (TypeError, ValueError, AttributeError):
             problems.add(f"{source}:{lineno}", f"{name}: labels or timestamps are not valid")
             continue
@@ -104,11 +104,12 @@ class _Typed:
 
     def __init__(self) -> None:
         self.parser = simdjson.Parser()
-        self.stamps: dict[bytes, np.ndarray] = {}
+        self.stamps: dict[bytes, FloatArray] = {}
 
-    def __call__(self, line: bytes) -> tuple[dict[str, Any], FloatArray, np.ndarray] | None:
-        """A line's labels, values and timestamps; None where the careful path must look: bare
-        NaN/Inf, numbers as strings, nulls, keys in another order, a malformed line."""
+    def __call__(self, line: bytes) -> tuple[dict[str, Any], FloatArray, FloatArray] | None:
+        """A line's labels, values and timestamps (seconds, read-only: the lines that wrote the same
+        share one array); None where the careful path must look: bare NaN/Inf, numbers as strings,
+        nulls, keys in another order, a malformed line."""
         at = line.rfind(STAMPS_KEY)
         end = line.rfind(b"]}")
         if at < 0 or end < at or line[end + 2 :].strip():
@@ -116,9 +117,10 @@ class _Typed:
         text = line[at + len(STAMPS_KEY) : end]
         stamps = self.stamps.get(text)
         if stamps is None:
-            stamps = self._array(b"[" + text + b"]", "i", np.int64)
-            if stamps is None:
+            ms = self._array(b"[" + text + b"]", "i", np.int64)
+            if ms is None:
                 return self._whole(line)
+            stamps = _seconds(ms)
             if len(self.stamps) >= STAMPS_KEPT:
                 self.stamps.clear()
             self.stamps[text] = stamps
@@ -141,17 +143,23 @@ class _Typed:
         finally:
             doc = None
 
-    def _whole(self, line: bytes) -> tuple[dict[str, Any], FloatArray, np.ndarray] | None:
+    def _whole(self, line: bytes) -> tuple[dict[str, Any], FloatArray, FloatArray] | None:
         try:
             doc: Any = self.parser.parse(line)
             metric = doc["metric"].as_dict()
             values = np.frombuffer(doc["values"].as_buffer(of_type="d"), dtype=np.float64)
-            stamps = np.frombuffer(doc["timestamps"].as_buffer(of_type="i"), dtype=np.int64)
+            stamps = _seconds(np.frombuffer(doc["timestamps"].as_buffer(of_type="i"), dtype=np.int64))
         except (ValueError, TypeError, KeyError, RuntimeError, AttributeError, IndexError):
             return None
         finally:
             doc = None
         return metric, values, stamps
+
+
+def _seconds(ms: np.ndarray) -> FloatArray:
+    out: FloatArray = ms / 1000.0
+    out.flags.writeable = False  # shared by many blocks
+    return out
 
 
 _SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})  # VictoriaMetrics quotes these itself
