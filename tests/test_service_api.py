@@ -15,12 +15,12 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from peerwatch.alarms.alertmanager import AlertmanagerSink
+from peerwatch.alarms.config import AlertmanagerConfig
 from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
-from peerwatch.service.config import AlertmanagerConfig
 from peerwatch.service.evaluation import Evaluation
 from peerwatch.service.live_sources import Fetch
 from peerwatch.service.metrics import Health

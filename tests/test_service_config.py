@@ -11,9 +11,10 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
+from peerwatch.alarms.config import parse_duration
 from peerwatch.alarms.errors import ConfigError
 from peerwatch.service.__main__ import app
-from peerwatch.service.config import ServiceConfig, config_from_dict, load_config, parse_duration
+from peerwatch.service.config import ServiceConfig, config_from_dict, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 TSDB = {"source": {"tsdb": {"url": "http://vm:8428"}}}

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from alertmanager import Alertmanager, alertmanager  # noqa: F401
+from peerwatch.alarms.config import WebhookConfig
 from peerwatch.alarms.sqlite_store import SQLiteStore
 from peerwatch.alarms.store import StepChanges, StoredAlarm
 from peerwatch.alarms.webhook import WebhookSink
@@ -28,7 +29,7 @@ from peerwatch.model import Alarm, Evidence
 from peerwatch.service import Service, config_from_dict
 from peerwatch.service.app import create_app
 from peerwatch.service.clock import Clock
-from peerwatch.service.config import WebhookConfig, WritebackConfig
+from peerwatch.service.config import WritebackConfig
 from peerwatch.service.metrics import Health, render
 from peerwatch.service.writeback import WriteBack
 from services import VictoriaMetrics

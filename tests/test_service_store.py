@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from peerwatch.alarms.config import StoreConfig
 from peerwatch.alarms.errors import ConfigError, Conflict, NotFound
 from peerwatch.alarms.reconcile import Judged, reconcile
 from peerwatch.alarms.spares import AVAILABLE, IN_USE
@@ -23,7 +24,7 @@ from peerwatch.alarms.stores import open_store
 from peerwatch.cli import app
 from peerwatch.model import Alarm, AlarmChange, Evidence
 from peerwatch.service import Service
-from peerwatch.service.config import StoreConfig, config_from_dict
+from peerwatch.service.config import config_from_dict
 from peerwatch.service.live_sources import Fetch
 
 OpenStore = Callable[[], Store]

@@ -199,8 +199,8 @@ def test_a_store_broken_while_open_names_itself_on_every_call(tmp_path: Path) ->
 def test_serve_check_creates_no_postgres_tables(postgres_url: str) -> None:
     import psycopg
 
+    from peerwatch.alarms.config import StoreConfig
     from peerwatch.alarms.stores import check_store, open_store
-    from peerwatch.service.config import StoreConfig
 
     config = StoreConfig(postgres=postgres_url)
     assert check_store(config).endswith("no peerwatch tables yet; serve will create them")

@@ -10,7 +10,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from peerwatch.detect.groups import GroupState, node_activity, workload_groups
 from peerwatch.detect.peer import PeerDetector
 from peerwatch.detect.presence import PresenceDetector
 from peerwatch.detect.states import StateDetector
+from peerwatch.detect.stream import Detector as Detector
 from peerwatch.detect.stream import grow
 from peerwatch.detect.temporal import TemporalDetector
 from peerwatch.detect.training import TrainingShapeDetector
@@ -45,15 +46,6 @@ from peerwatch.sources.tsdb_http import HttpOptions
 
 STEP_SAMPLE = 5000  # series blocks read ahead to judge the scrape interval
 CHUNK_STEPS = 120  # steps a recording is judged at a time: memory follows this, not the recording
-
-
-class Detector(Protocol):
-    """Scores one chunk of steps after the chunks its state has seen (detect/stream.py); a whole
-    run is one chunk with no state."""
-
-    name: str
-
-    def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
 
 
 def default_detectors(settings: DetectionSettings | None = None) -> list[Detector]:

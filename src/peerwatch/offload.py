@@ -30,7 +30,7 @@ from peerwatch.model import Finding
 
 if TYPE_CHECKING:
     from peerwatch.detect.context import Context
-    from peerwatch.engine import Detector
+    from peerwatch.detect.stream import Detector
 
 OFFLOADED = ("peer",)  # the detectors worth a core of their own, heaviest first (docs/benchmarks.md)
 # Of an offloaded detector's cells, the share judged in the engine's own process, which also frames

@@ -14,18 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import httpx
 import orjson
 
-from peerwatch.alarms.delivery import SinkStats, iso, post_checked
+from peerwatch.alarms.config import AlertmanagerConfig
+from peerwatch.alarms.delivery import SinkStats, WallClock, iso, post_checked
 from peerwatch.alarms.silences import Silences
 from peerwatch.alarms.store import Store, StoredAlarm
-
-if TYPE_CHECKING:  # the service composes the sinks: they name its types, never import them
-    from peerwatch.service.clock import Clock
-    from peerwatch.service.config import AlertmanagerConfig
 
 ALERTNAME = "PeerwatchAlarm"
 OWN_LABELS = ("alertname", "node", "component", "diagnosis", "severity", "alarm_id")  # win over configured ones
@@ -41,7 +37,7 @@ class SyncResult:
 class AlertmanagerSink:
     """Sends the store's alarms to Alertmanager's ``/api/v2/alerts``."""
 
-    def __init__(self, config: AlertmanagerConfig, clock: Clock, api_url: str | None = None) -> None:
+    def __init__(self, config: AlertmanagerConfig, clock: WallClock, api_url: str | None = None) -> None:
         self.config, self.clock, self.api_url = config, clock, api_url
         self.url = config.url + "/api/v2/alerts"
         self._http = httpx.Client(timeout=config.timeout)

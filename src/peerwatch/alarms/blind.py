@@ -11,14 +11,27 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from peerwatch.alarms.reconcile import SERVICE_NODE
 from peerwatch.alarms.store import StoredAlarm
 from peerwatch.model import Alarm, Evidence
 
-if TYPE_CHECKING:  # the service collects; blindness judges what a collection brought
-    from peerwatch.service.live_sources import Fetch
+
+class Collection(Protocol):
+    """What one collection of the service's source brought (service/live_sources.Fetch)."""
+
+    @property
+    def at(self) -> float: ...  # data time of the attempt
+    @property
+    def targets(self) -> int: ...  # scrape targets tried (0 for a TSDB)
+    @property
+    def down(self) -> Sequence[tuple[str, str]]: ...  # (target URL, why) of failed scrapes
+    @property
+    def error(self) -> str | None: ...  # the whole source failed
+    @property
+    def backlog(self) -> bool: ...  # more was there to read up to ``at``: old data by design
+
 
 BLIND_COMPONENT = "source"
 BLIND_DIAGNOSIS = "monitoring_blind"
@@ -39,7 +52,7 @@ class Blindness:
 
 
 def blindness(
-    fetch: Fetch,
+    fetch: Collection,
     newest: float | None,
     *,
     since: float,

@@ -50,3 +50,9 @@ class Metered(Protocol):
 
     @property
     def stats(self) -> SinkStats: ...
+
+
+class WallClock(Protocol):
+    """The service's clock (service/clock.py) as a sink reads it: the wall time of a data time."""
+
+    def wall(self, data: float) -> float: ...

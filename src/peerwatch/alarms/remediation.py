@@ -23,8 +23,8 @@ from peerwatch.alarms.names import NAME_RULES, InvalidValue, NameRule, check_val
 from peerwatch.alarms.spares import AVAILABLE, IN_USE, spare_pool
 from peerwatch.alarms.store import ActionRecord, Store
 
-if TYPE_CHECKING:  # config imports this module's templates at load
-    from peerwatch.service.config import RemediationConfig
+if TYPE_CHECKING:  # alarms/config.py imports this module's templates at load
+    from peerwatch.alarms.config import RemediationConfig
 
 Command = tuple[str, ...]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from peerwatch.alarms.config import StoreConfig
 from peerwatch.alarms.sqlite_store import SQLiteStore, check_sqlite
 
 if TYPE_CHECKING:
     from peerwatch.alarms.store import Store
-    from peerwatch.service.config import StoreConfig
 
 
 def open_store(config: StoreConfig) -> Store:

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import httpx
 import orjson
 
 from peerwatch.alarms.alertmanager import SyncResult
+from peerwatch.alarms.config import WebhookConfig
 from peerwatch.alarms.delivery import SinkStats
 from peerwatch.alarms.store import StepChanges, Store, StoredAlarm
-
-if TYPE_CHECKING:  # the service composes the sinks: they name its types, never import them
-    from peerwatch.service.config import WebhookConfig
 
 META_KEY = "webhook_heard"
 RESOLVED_WINDOW = 86_400.0  # resolutions not posted within a day (wall time) are given up on

@@ -20,7 +20,7 @@ detector looks back a fixed number of steps, running totals where it looks back 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,8 +29,18 @@ from peerwatch.detect.context import Context, Series
 
 # grow lives with the frame store so the framer can use it without importing detect (no cycle).
 from peerwatch.frames.frame_store import grow as grow
+from peerwatch.model import Finding
 
 A = TypeVar("A", bound=np.generic)
+
+
+class Detector(Protocol):
+    """Scores one chunk of steps after the chunks its state has seen; a whole run is one chunk with
+    no state."""
+
+    name: str
+
+    def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
 
 
 def with_tail(tail: npt.NDArray[A] | None, chunk: npt.NDArray[A], fill: object) -> npt.NDArray[A]:
