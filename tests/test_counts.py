@@ -93,13 +93,13 @@ def test_a_difference_of_one_or_two_operations_a_step_is_noise() -> None:
     ops[0] = 2.0  # one node does two more, steadily
     ops[3, 10] = np.nan
     rates, groups, st = ops / step, np.ones((nodes, 60), dtype=np.int64), PeerSettings()
-    naive, _, _ = peer_z(rates, np.zeros(nodes, dtype=np.int64), groups, st, 0.05)
+    naive, _ = peer_z(rates, np.zeros(nodes, dtype=np.int64), groups, st, 0.05)
     assert np.nanmax(naive[0]) > 10  # a tiny robust scale: the old false alarm
     q = np.full(rates.shape, 1.0 / step)
-    z, _, _ = peer_z(rates, np.zeros(nodes, dtype=np.int64), groups, st, 0.05, None, None, q, rates)
+    z, _ = peer_z(rates, np.zeros(nodes, dtype=np.int64), groups, st, 0.05, None, None, q, rates)
     assert np.nanmax(z[0]) < st.report
     ops[0] = 20.0  # ten times more is still a deviation
-    z, _, _ = peer_z(ops / step, np.zeros(nodes, dtype=np.int64), groups, st, 0.05, None, None, q, ops / step)
+    z, _ = peer_z(ops / step, np.zeros(nodes, dtype=np.int64), groups, st, 0.05, None, None, q, ops / step)
     assert np.nanmin(z[0]) > st.report
 
 

@@ -104,8 +104,10 @@ def peer_z(
     scales: FloatArray | None = None,
     quantum: FloatArray | None = None,
     counted: FloatArray | None = None,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Robust z, peer median and robust scale of every cell, NaN where the cell has too few peers.
+    scores: bool = True,
+) -> tuple[FloatArray, FloatArray]:
+    """Robust z and peer median of every cell, NaN where the cell has too few peers (z: all NaN
+    without ``scores``, where only the medians, scales and ``usual`` are wanted).
 
     ``quantum`` (rows x steps): for a rate read off a counter, one event's share of it (its floor is the
     count's Poisson noise), NaN where unknown; ``counted`` (rows x steps), each cell's own expected rate
@@ -116,7 +118,6 @@ def peer_z(
     usual = {} if usual is None else usual
     z = np.full(values.shape, np.nan)
     med_out = np.full(values.shape, np.nan)
-    scale_out = np.full(values.shape, np.nan)
     for key in np.unique(peer_key[peer_key >= 0]):
         rows = np.flatnonzero(peer_key == key)
         v, g = values[rows], groups[rows]
@@ -143,17 +144,19 @@ def peer_z(
             scale = np.where(scale > 0, scale, np.nan)
             ok = (n >= settings.min_peers) & ~np.isnan(scale)
             cell = (g == group) & ok
-            zz = (v - med) / scale
+            med_out[rows] = np.where(cell, med, med_out[rows])
+            if scales is not None:
+                scales[key, group] = np.where(ok, scale, np.nan)
+            if not scores:
+                continue
             if quantum is not None and counted is not None:
                 q = quantum[rows]
                 own = np.sqrt(np.fmax(np.abs(counted[rows]) * q, settings.count_floor * q * q))
                 zz = (v - med) / np.fmax(scale, own)
+            else:
+                zz = (v - med) / scale
             z[rows] = np.where(cell, zz, z[rows])
-            med_out[rows] = np.where(cell, med, med_out[rows])
-            scale_out[rows] = np.where(cell, scale, scale_out[rows])
-            if scales is not None:
-                scales[key, group] = np.where(ok, scale, np.nan)
-    return z, med_out, scale_out
+    return z, med_out
 
 
 def column_quantile(x: FloatArray, q: float) -> FloatArray:
@@ -348,7 +351,7 @@ class PeerDetector:
         rel = st.rel_floors.get(s.family.category)
         scales = np.full((keys, GROUPS, ctx.steps), np.nan)
         quantum = self._quantum(ctx, s, past)
-        _, med, _ = peer_z(s.values, s.peer_key, groups, st, rel, past.usual, scales, quantum)
+        _, med = peer_z(s.values, s.peer_key, groups, st, rel, past.usual, scales, quantum, scores=False)
         # Take each series' learnt offset out of its values, then compare again: a GPU that always
         # runs 5 C hotter neither stands out nor widens its peers' spread.
         dev_all = with_tail(past.dev, (s.values - med).astype(np.float32), np.nan)
@@ -365,7 +368,7 @@ class PeerDetector:
         look_back = st.offset_window + st.offset_delay - 1
         past.dev = keep_tail(dev_all, look_back)
         past.scales = scales_all[:, :, max(0, steps_all - look_back) :].copy()
-        z, med, _ = peer_z(s.values - offset, s.peer_key, groups, st, rel, past.usual_after, None, quantum, s.values)
+        z, med = peer_z(s.values - offset, s.peer_key, groups, st, rel, past.usual_after, None, quantum, s.values)
         raw = with_tail(past.score, directional(z, s.family.bad), 0.0)
         past.score = keep_tail(raw, st.sustain - 1)
         score = sustained(raw, st.sustain)[:, raw.shape[1] - ctx.steps :]
