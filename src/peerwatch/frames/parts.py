@@ -36,8 +36,9 @@ from peerwatch.sources.replay import GZIP_MAGIC, detect_format, line_cuts, read_
 
 log = logging.getLogger(__name__)
 MIN_BYTES = 64 << 20  # a smaller file: a child's start (~0.5 s) costs about what it saves
-# A child's part, to this process's: a child starts ~0.5 s late and its grid takes ~1.5 s to cross
-# back, so equal parts kept this process waiting ~3 s of a 7-s read (63-node reference).
+# A child's part, to this process's: a child starts ~0.5 s late and hands its grid back. Equal parts
+# kept this process waiting ~3 s of a 7-s read of the 63-node reference (grids then pickled); with
+# 0.67 the two end within ~0.5 s of each other.
 CHILD_SHARE = 0.67
 HEAD_BYTES = 1 << 20
 SHM = "/dev/shm"  # where Linux keeps shared memory; containers often give it 64 MB
@@ -77,21 +78,20 @@ def read_parts(
     spans = list(itertools.pairwise(cuts))
     futures: dict[int, Future[Shared]] = {}
     reading = 0
-    built: list[FrameBuilder] = []
+    builder: FrameBuilder | None = None
 
     def parts() -> Iterator[SeriesBlock]:
         nonlocal reading
         for i, span in enumerate(spans):
             reading = i
             with _result(futures.pop(i, None), path) as got:
-                taken = got is not None and built[0].absorb(got, gate.kept)
+                taken = got is not None and builder is not None and builder.absorb(got, gate.kept)
             if not taken:
                 yield from read_recording(path, problems, node, part=span)
 
     blocks = gate.within(parts())
     first = list(itertools.islice(blocks, head))
     builder = builder_for(first)
-    built.append(builder)
     later = range(reading + 1, len(spans))
     if not later:
         return builder.add_all(itertools.chain(first, blocks))
