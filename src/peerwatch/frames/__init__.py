@@ -352,14 +352,15 @@ class FrameBuilder:
             has = np.flatnonzero(~np.isnan(vals).all(axis=1))
             if not has.size:
                 continue
+            if has.size < vals.shape[0]:  # cut's arrays are fresh: kept whole when every row has a sample
+                vals, offs = vals[has], offs[has]
             grid = (span.lo + np.arange(span.steps, dtype=np.float64)) * self.step
-            keys = rows.keys()
             out[name] = Cells(
                 ids=has,
-                values=vals[has],
-                times=grid + offs[has].astype(np.float64),
+                values=vals,
+                times=grid + offs.astype(np.float64),
                 declared=rows.declared,
-                key_of=keys.__getitem__,
+                key_of=rows.keys().__getitem__,
             )
         return out
 

@@ -117,12 +117,14 @@ class Framer:
         """The chunk's values and times on the family's rows, new series appended first."""
         if c.ids.size and int(c.ids.max()) >= fam.row_of.size:
             fam.row_of = grow(fam.row_of, max(int(c.ids.max()) + 1, 2 * fam.row_of.size), -1)
-        seen = ~np.isnan(c.values)
-        new = np.flatnonzero((fam.row_of[c.ids] < 0) & seen.any(axis=1))
+        unknown = np.flatnonzero(fam.row_of[c.ids] < 0)  # as a rule none after a family's first chunk
+        seen = ~np.isnan(c.values[unknown])
+        has = seen.any(axis=1)
+        new = unknown[has]
         if new.size:
             # In the order of their first sample, ties in the source's order: a chunk adds rows as
             # its steps one by one would.
-            new = new[np.lexsort((c.ids[new], np.argmax(seen[new], axis=1)))]
+            new = new[np.lexsort((c.ids[new], np.argmax(seen[has], axis=1)))]
             labels = self.node_labels_for(name, self.node_labels)
             for i in new.tolist():
                 key = c.key_of(int(c.ids[i]))
