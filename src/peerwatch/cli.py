@@ -218,15 +218,16 @@ def analyze(
     settings = _detection(config)
     shown = ", ".join(redact_url(i) for i in inputs)  # a URL may carry a password
     budget = SeriesBudget(max_series_per_family, max_series_per_input, max_series)
+    jobs = jobs or _cores()
     with working("reading " + shown):
         builder = read_frames(
             inputs, step=step, start=start, end=end, problems=problems, node=node, budget=budget, http=http,
-            jobs=jobs or _cores(),
+            jobs=jobs,
         )  # fmt: skip
     alarms: list[Alarm] = []
     longest: Judged | None = None  # its peer groups are the ones summed up
     with working("judging"):
-        for judged in analyze_segments(builder, settings=settings, jobs=jobs or _cores()):
+        for judged in analyze_segments(builder, settings=settings, jobs=jobs):
             alarms.extend(judged.alarms)
             if longest is None or judged.steps > longest.steps:
                 longest = judged

@@ -132,6 +132,7 @@ class Policy:
     def __init__(self, settings: PolicySettings | None = None, diagnoser: Diagnoser | None = None) -> None:
         self.settings = settings or PolicySettings()
         self.diagnoser = diagnoser or Diagnoser.default()
+        self.nfs_signal = re.compile(self.settings.nfs_signals)
 
     def decide(self, ctx: Context, findings: Sequence[Finding]) -> list[Alarm]:
         """Alarms of a whole run."""
@@ -167,7 +168,7 @@ class Policy:
             for f in step_findings:
                 if (groups_at.get(f.node, -1), f.signal) in shared:
                     continue
-                if storage_down and f.node != "cluster" and re.match(st.nfs_signals, f.signal):
+                if storage_down and f.node != "cluster" and self.nfs_signal.match(f.signal):
                     continue
                 if f.node in held and soft(f):
                     continue
