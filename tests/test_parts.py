@@ -133,3 +133,13 @@ def test_a_full_dev_shm_is_a_failed_child_not_a_crash(monkeypatch: pytest.Monkey
     rows = Rows(vals=np.zeros((10, 32)), offs=np.zeros((10, 32), dtype=np.float32))
     with pytest.raises(MemoryError, match="MB free"):
         parts.Shared.share(Part({"m": rows}, 0, frozenset(), ProblemLog(), False))
+
+
+def test_a_part_is_read_as_the_export_its_file_was_judged(tmp_path: Path, taken: list[bool]) -> None:
+    # An export whose second half is Prometheus text: one process reads the whole file as an
+    # export (each text line a bad line); the child's part must not judge its format afresh.
+    path = tmp_path / "export.jsonl"
+    export(path)
+    path.write_bytes(path.read_bytes() + b"node_load1{instance=\"gpu00:9100\"} 1\n" * 5000)  # most of the file
+    assert read(path, 2, step=STEP) == read(path, 1, step=STEP)
+    assert taken == [True]

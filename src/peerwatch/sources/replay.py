@@ -360,7 +360,8 @@ def read_recording(
             problems.add(source, f"not metrics (none of its first {len(head)} lines parses), skipped")
             return
         last: list[SeriesKey] = []  # the series of the last sample read (text: where a cut falls)
-        if detect_format(b"".join(head)) == "vm-jsonl":
+        # A part is of a file already judged an export: its own lines must not decide otherwise.
+        if part is not None or detect_format(b"".join(head)) == "vm-jsonl":
             blocks = read_vm_jsonl(rest, source, problems, first_line)
         else:
             blocks = _read_text(rest, source, problems, path.stat().st_mtime, last)
