@@ -23,7 +23,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "peerwatch"
 
 ORDER: tuple[tuple[str, ...], ...] = (
-    ("promtext", "redact", "series_budget", "progress"),  # leaves: import nothing of peerwatch
+    ("promtext", "redact", "series_budget", "progress", "children"),  # leaves: import nothing of peerwatch
     ("model",),  # the data every stage passes on
     ("sources", "act", "training", "xid_catalog", "render"),  # inputs; fleet history and risk; Xid knowledge
     ("frames", "agent", "simulate", "evaluate"),  # samples -> steps; and the tools beside the pipeline

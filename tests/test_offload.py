@@ -3,11 +3,13 @@ chunk with its state carried there, and a failure there raised here with the chi
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from peerwatch import offload
 from peerwatch.catalog.load import Catalog
 from peerwatch.detect.context import Context
 from peerwatch.detect.peer import PeerDetector
@@ -44,7 +46,9 @@ def in_process(chunks: list[Context]) -> list[list[Finding]]:
     return out
 
 
-def test_a_detector_in_a_child_finds_what_it_finds_here() -> None:
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_detector_in_a_child_finds_what_it_finds_here(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offload, "start_context", lambda: multiprocessing.get_context(method))
     chunks = contexts()
     expected = in_process(chunks)
     assert sum(map(len, expected)) > 0, "the peer detector must find something for the comparison to say much"

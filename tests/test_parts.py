@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -71,8 +72,11 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return seen
 
 
-@pytest.mark.parametrize("jobs", [2, 3])
-def test_parts_read_by_children_give_what_one_process_reads(tmp_path: Path, taken: list[bool], jobs: int) -> None:
+@pytest.mark.parametrize(("jobs", "method"), [(2, "fork"), (2, "forkserver"), (3, "fork")])
+def test_parts_read_by_children_give_what_one_process_reads(
+    tmp_path: Path, taken: list[bool], jobs: int, method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parts, "start_context", lambda: multiprocessing.get_context(method))
     path = tmp_path / "export.jsonl"
     export(path)
     one = read(path, 1, step=STEP)
@@ -140,6 +144,6 @@ def test_a_part_is_read_as_the_export_its_file_was_judged(tmp_path: Path, taken:
     # export (each text line a bad line); the child's part must not judge its format afresh.
     path = tmp_path / "export.jsonl"
     export(path)
-    path.write_bytes(path.read_bytes() + b"node_load1{instance=\"gpu00:9100\"} 1\n" * 5000)  # most of the file
+    path.write_bytes(path.read_bytes() + b'node_load1{instance="gpu00:9100"} 1\n' * 5000)  # most of the file
     assert read(path, 2, step=STEP) == read(path, 1, step=STEP)
     assert taken == [True]

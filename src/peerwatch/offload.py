@@ -17,7 +17,6 @@ reference): each of those immutable parts crosses once and is named by its id af
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import pickle
 import queue
 import threading
@@ -27,6 +26,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from peerwatch.children import start_context
 from peerwatch.model import Finding
 
 if TYPE_CHECKING:
@@ -49,13 +49,7 @@ class RemoteDetector:
 
     def __init__(self, detector: Detector) -> None:
         self.name = detector.name
-        # Not fork: the CLI's spinner is a thread, and a fork taken while it holds a lock can hang.
-        methods = multiprocessing.get_all_start_methods()
-        mp = (
-            multiprocessing.get_context("forkserver")
-            if "forkserver" in methods
-            else multiprocessing.get_context("spawn")
-        )
+        mp = start_context()
         self._conn, child = mp.Pipe()
         self._proc = mp.Process(target=_serve, args=(detector, child), name=f"peerwatch-{self.name}", daemon=True)
         self._proc.start()

@@ -18,16 +18,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from multiprocessing import resource_tracker
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
 import numpy as np
 
+from peerwatch.children import start_context
 from peerwatch.frames import FrameBuilder, Part
 from peerwatch.model import ProblemLog, SeriesBlock
 from peerwatch.series_budget import SeriesBudget
@@ -35,10 +36,11 @@ from peerwatch.sources.inputs import InputBudget, input_kind
 from peerwatch.sources.replay import GZIP_MAGIC, detect_format, line_cuts, read_recording
 
 log = logging.getLogger(__name__)
-MIN_BYTES = 64 << 20  # a smaller file: a child's start (~0.5 s) costs about what it saves
-# A child's part, to this process's: a child starts ~0.5 s late and hands its grid back. Equal parts
-# kept this process waiting ~3 s of a 7-s read of the 63-node reference (grids then pickled); with
-# 0.67 the two end within ~0.5 s of each other.
+MIN_BYTES = 64 << 20  # a smaller file: a child's start (~0.5 s by forkserver) costs about what it saves
+# A child's part, to this process's: this process reads the file's head first and takes the child's
+# grid in after. Equal parts kept it waiting ~3 s of a 7-s read of the 63-node reference (forkserver,
+# grids then pickled); with 0.67 the two end within ~0.5 s of each other. Forked children (which start
+# at once) read it as fast with 0.67, 0.8 or 0.9 (3 runs each).
 CHILD_SHARE = 0.67
 HEAD_BYTES = 1 << 20
 SHM = "/dev/shm"  # where Linux keeps shared memory; containers often give it 64 MB
@@ -95,9 +97,10 @@ def read_parts(
     later = range(reading + 1, len(spans))
     if not later:
         return builder.add_all(itertools.chain(first, blocks))
-    methods = multiprocessing.get_all_start_methods()  # not fork: the CLI's spinner is a thread (offload.py)
-    mp = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    with ProcessPoolExecutor(len(later), mp_context=mp) as pool:
+    # Started first, so that forked children share it: a tracker of a child's own would find the
+    # part's shared memory never unlinked by that child, try to, and warn of a leak at its end.
+    resource_tracker.ensure_running()
+    with ProcessPoolExecutor(len(later), mp_context=start_context()) as pool:
         for i in later:
             futures[i] = pool.submit(read_part, path, spans[i], builder.step, builder.latest, budget, node)
         try:
