@@ -170,8 +170,10 @@ def test_a_wrong_flag_or_value_is_caught() -> None:
 
 
 def subcommands() -> dict[str, Any]:
-    """peerwatch's subcommands by name (typer's click objects)."""
-    return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    """peerwatch's subcommands by name (typer's click objects), those imported when named too."""
+    group: Any = typer.main.get_command(app)
+    ctx = typer.Context(group)
+    return {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
 
 
 # -- systemd ---------------------------------------------------------------------------------

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from peerwatch import __version__
 from peerwatch.series_budget import SeriesBudget
@@ -20,7 +22,48 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# The commands beside analyze and catalog, each imported when named: loading them all (the service's
+# pydantic config models, the agent, the simulator) took ~0.35 s of every run's start.
+LAZY: dict[str, tuple[str, str]] = {
+    "fleet": ("peerwatch.act.commands", "fleet_app"),
+    "burnin": ("peerwatch.act.commands", "burnin_app"),
+    "agent": ("peerwatch.agent.command", "agent_app"),
+    "evaluate": ("peerwatch.evaluate.commands", "evaluate_command"),
+    "serve": ("peerwatch.service.commands", "serve_command"),
+    "demo": ("peerwatch.service.commands", "demo_command"),
+    "simulate": ("peerwatch.simulate.commands", "simulate_command"),
+    "training": ("peerwatch.training.commands", "app"),
+}
+
+
+def _subcommand(name: str, target: typer.Typer | Callable[..., object]) -> Any:
+    """The click command of a sub-app or function, as ``add_typer`` / ``command`` would make it."""
+    holder = typer.Typer(add_completion=False, rich_markup_mode=None)
+    holder.callback()(lambda: None)  # a group, even around one command
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    group = typer.main.get_command(holder)
+    assert isinstance(group, TyperGroup)
+    return group.commands[name]
+
+
+class _LazyGroup(TyperGroup):
+    """Imports a subcommand of ``LAZY`` when it is named (or help lists them all)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:  # click's Context, whichever typer vendors
+        return [*super().list_commands(ctx), *(name for name in LAZY if name not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY and cmd_name not in self.commands:
+            module, attr = LAZY[cmd_name]
+            self.commands[cmd_name] = _subcommand(cmd_name, getattr(importlib.import_module(module), attr))
+        return super().get_command(ctx, cmd_name)
+
+
 app = typer.Typer(
+    cls=_LazyGroup,
     name="peerwatch",
     help="Detect failing GPUs, links and hosts in GPU training clusters by comparing peers.",
     no_args_is_help=True,
@@ -60,6 +103,8 @@ def _from_file(load: Callable[[Path], T], path: Path | None) -> T | None:
 
 def _http_options(path: Path | None) -> HttpOptions | None:
     """The ``--http-config-file`` options."""
+    if path is None:  # before the import: the service's config models take ~0.3 s to load
+        return None
     from peerwatch.service.config import load_http_config
 
     return _from_file(load_http_config, path)
@@ -72,6 +117,8 @@ def _cores() -> int:
 
 def _detection(path: Path | None) -> DetectionSettings | None:
     """The ``--config`` file's detection settings."""
+    if path is None:
+        return None
     from peerwatch.service.config import load_detection
 
     return _from_file(load_detection, path)
@@ -123,27 +170,6 @@ def catalog(
     if not report.rows:
         typer.echo("error: nothing usable was read from " + ", ".join(items), err=True)
         raise typer.Exit(1)
-
-
-def _register_subcommands() -> None:
-    from peerwatch.act.commands import burnin_app, fleet_app
-    from peerwatch.agent.command import agent_app
-    from peerwatch.evaluate.commands import evaluate_command
-    from peerwatch.service.commands import demo_command, serve_command
-    from peerwatch.simulate.commands import simulate_command
-    from peerwatch.training.commands import app as training_app
-
-    app.add_typer(fleet_app, name="fleet")
-    app.add_typer(burnin_app, name="burnin")
-    app.add_typer(agent_app, name="agent")
-    app.command("evaluate")(evaluate_command)
-    app.command("serve")(serve_command)
-    app.command("demo")(demo_command)
-    app.command("simulate")(simulate_command)
-    app.add_typer(training_app, name="training")
-
-
-_register_subcommands()
 
 
 @app.command()
