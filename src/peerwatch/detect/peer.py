@@ -120,43 +120,59 @@ def peer_z(
     med_out = np.full(values.shape, np.nan)
     for key in np.unique(peer_key[peer_key >= 0]):
         rows = np.flatnonzero(peer_key == key)
-        v, g = values[rows], groups[rows]
-        for group in np.flatnonzero(np.bincount(g[g >= 0], minlength=GROUPS)):  # np.unique's, without its hashing
+        whole = rows.size == peer_key.size  # one peer key (most families): no copies of the rows
+        v, g = (values, groups) if whole else (values[rows], groups[rows])
+        for group in np.flatnonzero(np.bincount(g.ravel() + 1, minlength=GROUPS + 1)[1:]):  # np.unique's, faster
             x = np.where(g == group, v, np.nan)
-            n = np.sum(~np.isnan(x), axis=0)
+            n = np.count_nonzero(~np.isnan(x), axis=0)
             if not (n >= settings.min_peers).any():
                 continue
             with np.errstate(all="ignore"):
                 ordered = np.sort(x, axis=0)
                 med = sorted_quantile(ordered, n, 0.5)
-                mad = 1.4826 * column_quantile(np.abs(x - med), 0.5)
+                # |x - med| is NaN where x is (values are finite): the same n.
+                mad = 1.4826 * sorted_quantile(np.sort(np.abs(x - med), axis=0), n, 0.5)
                 # |x| is x where nothing is negative (nearly every metric): no second sort.
                 level = column_quantile(np.abs(x), 0.9) if (ordered[0] < 0).any() else sorted_quantile(ordered, n, 0.9)
             top, mad_sum, mad_n = usual.get((int(key), int(group)), (0.0, 0.0, 0.0))
-            usual_level = np.fmax.accumulate(np.r_[top, np.nan_to_num(level, nan=0.0)])[1:]
+            usual_level = np.fmax.accumulate(np.concatenate(([top], _nan_to_0(level))))[1:]
             usual_mad, mad_sum, mad_n = _running_mean(mad, mad_sum, mad_n)
             usual[(int(key), int(group))] = (float(usual_level[-1]), mad_sum, mad_n)
             rel = settings.rel_floor if rel_floor is None else rel_floor
-            scale = np.fmax.reduce([mad, rel * np.abs(med), rel * usual_level, 0.5 * usual_mad])
+            scale = np.fmax(np.fmax(np.fmax(mad, rel * np.abs(med)), rel * usual_level), 0.5 * usual_mad)
             if quantum is not None:  # Poisson: a count's sd is sqrt(its mean), here in events of size q
                 q = quantum[rows[0]]
                 scale = np.fmax(scale, np.sqrt(np.fmax(np.abs(med) * q, settings.count_floor * q * q)))
             scale = np.where(scale > 0, scale, np.nan)
             ok = (n >= settings.min_peers) & ~np.isnan(scale)
             cell = (g == group) & ok
-            med_out[rows] = np.where(cell, med, med_out[rows])
+            _put(med_out, rows, whole, cell, med)
             if scales is not None:
                 scales[key, group] = np.where(ok, scale, np.nan)
             if not scores:
                 continue
             if quantum is not None and counted is not None:
-                q = quantum[rows]
-                own = np.sqrt(np.fmax(np.abs(counted[rows]) * q, settings.count_floor * q * q))
+                q, c = (quantum, counted) if whole else (quantum[rows], counted[rows])
+                own = np.sqrt(np.fmax(np.abs(c) * q, settings.count_floor * q * q))
                 zz = (v - med) / np.fmax(scale, own)
             else:
                 zz = (v - med) / scale
-            z[rows] = np.where(cell, zz, z[rows])
+            _put(z, rows, whole, cell, zz)
     return z, med_out
+
+
+def _put(out: FloatArray, rows: IntArray, whole: bool, where: BoolArray, values: FloatArray) -> None:
+    """``out[rows] = values`` where ``where`` (``rows`` all of ``out``'s when ``whole``)."""
+    if whole:
+        np.copyto(out, values, where=where)
+    else:
+        out[rows] = np.where(where, values, out[rows])
+
+
+def _nan_to_0(x: FloatArray) -> FloatArray:
+    """``np.nan_to_num(x, nan=0.0)`` for finite-or-NaN ``x``, without its checks for infinities."""
+    out: FloatArray = np.where(np.isnan(x), 0.0, x)
+    return out
 
 
 def column_quantile(x: FloatArray, q: float) -> FloatArray:
@@ -184,7 +200,7 @@ def sorted_quantile(s: FloatArray, n: IntArray, q: float) -> FloatArray:
 def _running_mean(mad: FloatArray, total: float, count: float) -> tuple[FloatArray, float, float]:
     """A slow, causal estimate of the usual spread: the running mean of the MAD so far (after ``count``
     earlier values summing to ``total``), and the new total and count."""
-    sums = total + np.cumsum(np.nan_to_num(mad, nan=0.0))
+    sums = total + np.cumsum(_nan_to_0(mad))
     counts = count + np.cumsum(~np.isnan(mad))
     mean = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
     return mean, float(sums[-1]), float(counts[-1])
