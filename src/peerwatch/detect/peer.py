@@ -378,8 +378,8 @@ class PeerDetector:
         steps_all = dev_all.shape[1]
         cell = (np.maximum(s.peer_key, 0)[:, None] * GROUPS + np.maximum(groups_all, 0)) * steps_all
         at = scales_all.reshape(-1)[cell + np.arange(steps_all)]
-        limit = st.clip * np.nan_to_num(np.where((groups_all >= 0) & (s.peer_key[:, None] >= 0), at, np.nan))
-        clipped = np.where(np.isnan(dev_all), 0.0, np.clip(np.nan_to_num(dev_all), -limit, limit)).astype(np.float32)
+        limit = st.clip * np.where((groups_all >= 0) & (s.peer_key[:, None] >= 0), _nan_to_0(at), 0.0)
+        clipped = np.where(np.isnan(dev_all), 0.0, np.clip(dev_all, -limit, limit)).astype(np.float32)
         offset, known = learnt_offset(dev_all, clipped, limit[:, lead:], st)
         look_back = st.offset_window + st.offset_delay - 1
         past.dev = keep_tail(dev_all, look_back)
