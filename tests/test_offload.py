@@ -11,12 +11,13 @@ import pytest
 
 from peerwatch import offload
 from peerwatch.catalog.load import Catalog
-from peerwatch.detect.context import Context
+from peerwatch.detect.context import Context, Series
 from peerwatch.detect.peer import PeerDetector
+from peerwatch.detect.stream import FamilyDetector
 from peerwatch.engine import EngineState, _context, kind_by_catalog
 from peerwatch.frames import FrameBuilder
-from peerwatch.model import Finding
-from peerwatch.offload import DetectorFailed, RemoteDetector, SplitDetector
+from peerwatch.model import Evidence, Finding
+from peerwatch.offload import DetectorFailed, RemoteDetector
 from peerwatch.settings import DetectionSettings
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
 
@@ -65,21 +66,31 @@ def test_a_detector_in_a_child_finds_what_it_finds_here(method: str, monkeypatch
     assert repr(got) == repr(expected)
 
 
-def test_a_detector_split_between_two_processes_finds_what_it_finds_in_one() -> None:
-    chunks = contexts()
-    expected = in_process(chunks)
-    split, state = SplitDetector(PeerDetector(DetectionSettings().peer), local_share=0.5), None
+class Names:
+    """Finds each series it is sent, by name: which of them a child is sent."""
+
+    name = "names"
+
+    def judges(self, s: Series) -> bool:
+        return s.frame.name.startswith("DCGM_")
+
+    def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]:
+        return [
+            Finding(0.0, "", "", self.name, s.frame.name, 0.0, Evidence(s.frame.name, (), 0.0)) for s in ctx.series
+        ], None
+
+
+def test_a_child_is_sent_only_the_series_its_detector_judges() -> None:
+    assert isinstance(Names(), FamilyDetector) and isinstance(PeerDetector(), FamilyDetector)
+    ctx = contexts()[0]
+    remote = RemoteDetector(Names())
     try:
-        got = []
-        for ctx in chunks:
-            ours, state = split.begin(ctx, state)
-            got.append(split.finish(ctx, ours))
-        assert split.mine and len(split.mine) < len(chunks[0].series)  # both processes judged families
-        assert {f.signal for fs in got for f in fs} - split.mine, "the child's families found nothing"
-        assert {f.signal for fs in got for f in fs} & split.mine, "this process's families found nothing"
+        remote.submit(ctx)
+        sent = [f.signal for f in remote.result()]
     finally:
-        split.close()
-    assert repr(got) == repr(expected)
+        remote.close()
+    assert sent == [s.frame.name for s in ctx.series if s.frame.name.startswith("DCGM_")]
+    assert 0 < len(sent) < len(ctx.series)
 
 
 class Boom:

@@ -342,13 +342,16 @@ class PeerDetector:
         compared = with_tail(state.compared, node_groups, -1)
         out: list[Finding] = []
         for s in ctx.series:
-            if s.family.category not in COMPARED or s.family.bad is Direction.none:
-                continue
-            out.extend(self._series(ctx, s, compared, state))
+            if self.judges(s):
+                out.extend(self._series(ctx, s, compared, state))
         state.groups = keep_tail(groups, st.settle)
         state.compared = keep_tail(compared, st.offset_window + st.offset_delay - 1)
         state.steps += ctx.steps
         return out, state
+
+    def judges(self, s: Series) -> bool:
+        """Families whose values compare across peers, with a direction that is bad (FamilyDetector)."""
+        return s.family.category in COMPARED and s.family.bad is not Direction.none
 
     def _series(self, ctx: Context, s: Series, compared: IntArray, state: PeerState) -> list[Finding]:
         """``compared``: each node's peer group over the look-back and this chunk."""

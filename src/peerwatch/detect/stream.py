@@ -20,7 +20,7 @@ detector looks back a fixed number of steps, running totals where it looks back 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,14 @@ class Detector(Protocol):
     name: str
 
     def scan(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]: ...
+
+
+@runtime_checkable
+class FamilyDetector(Detector, Protocol):
+    """A detector that judges only the series ``judges`` accepts, each family apart from the others:
+    a child process judging it is sent no others (offload.py)."""
+
+    def judges(self, s: Series) -> bool: ...
 
 
 def with_tail(tail: npt.NDArray[A] | None, chunk: npt.NDArray[A], fill: object) -> npt.NDArray[A]:
