@@ -17,7 +17,7 @@ from peerwatch.detect.stream import FamilyDetector
 from peerwatch.engine import EngineState, _context, kind_by_catalog
 from peerwatch.frames import FrameBuilder
 from peerwatch.model import Evidence, Finding
-from peerwatch.offload import DetectorFailed, RemoteDetector
+from peerwatch.offload import DetectorFailed, RemoteDetector, SplitDetector
 from peerwatch.settings import DetectionSettings
 from peerwatch.simulate import FaultRequest, Scenario, default_spec, simulate
 
@@ -63,6 +63,23 @@ def test_a_detector_in_a_child_finds_what_it_finds_here(method: str, monkeypatch
         got.append(remote.result())
     finally:
         remote.close()
+    assert repr(got) == repr(expected)
+
+
+def test_a_detector_split_between_two_processes_finds_what_it_finds_in_one() -> None:
+    chunks = contexts()
+    expected = in_process(chunks)
+    split, state = SplitDetector(PeerDetector(DetectionSettings().peer), local_share=0.5), None
+    try:
+        got = []
+        for ctx in chunks:
+            ours, state = split.begin(ctx, state)
+            got.append(split.finish(ctx, ours))
+        assert split.mine and len(split.mine) < len(chunks[0].series)  # both processes judged families
+        assert {f.signal for fs in got for f in fs} - split.mine, "the child's families found nothing"
+        assert {f.signal for fs in got for f in fs} & split.mine, "this process's families found nothing"
+    finally:
+        split.close()
     assert repr(got) == repr(expected)
 
 

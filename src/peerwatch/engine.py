@@ -38,7 +38,7 @@ from peerwatch.frames.frame_store import Span
 from peerwatch.frames.framer import Framer
 from peerwatch.frames.parts import file_parts, read_parts
 from peerwatch.model import Alarm, Finding, FloatArray, ProblemLog, SeriesBlock
-from peerwatch.offload import OFFLOADED, RemoteDetector
+from peerwatch.offload import OFFLOADED, SplitDetector
 from peerwatch.series_budget import SeriesBudget
 from peerwatch.settings import DetectionSettings
 from peerwatch.sources.inputs import read_inputs
@@ -152,7 +152,8 @@ class Pending:
 class Engine:
     """The whole engine, chunk after chunk with every stage's state carried: a run streamed step by
     step gives the alarms of one ``analyze`` over it. With ``jobs`` > 1 the heaviest detectors
-    (offload.OFFLOADED) judge in a child process each; close the engine (or use it in ``with``)."""
+    (offload.OFFLOADED) judge most of their families in a child process; close the engine (or use it
+    in ``with``)."""
 
     def __init__(
         self,
@@ -171,7 +172,7 @@ class Engine:
         self.recorded = recorded  # a recording's stretch: see Context
         self.state = EngineState()
         away = set(OFFLOADED[: max(0, jobs - 1)])
-        self.remote = {d.name: RemoteDetector(d) for d in self.detectors if d.name in away}
+        self.remote = {d.name: SplitDetector(d) for d in self.detectors if d.name in away}
 
     def scan(self, frames: Mapping[str, Frame]) -> Scan:
         """Judge the next chunk: ``frames`` on the steps after the last chunk's, rows as in stream.py."""
@@ -185,8 +186,8 @@ class Engine:
         ctx = _context(frames, self.catalog, st, self.settings, self.recorded)
         st.steps += ctx.steps
         found: dict[str, list[Finding]] = {}
-        for remote in self.remote.values():  # first, so that the children start at once
-            remote.submit(ctx)
+        for name, split in self.remote.items():  # first, so that the children start at once
+            found[name], st.detectors[name] = split.begin(ctx, st.detectors.get(name))
         for d in self.detectors:
             if d.name not in self.remote:
                 found[d.name], st.detectors[d.name] = d.scan(ctx, st.detectors.get(d.name))
@@ -197,8 +198,8 @@ class Engine:
         st = self.state
         findings: list[Finding] = []
         for d in self.detectors:
-            remote = self.remote.get(d.name)
-            findings.extend(remote.result() if remote else pending.found[d.name])
+            split = self.remote.get(d.name)
+            findings.extend(split.finish(pending.ctx, pending.found[d.name]) if split else pending.found[d.name])
         alarms, st.policy = self.policy.scan(pending.ctx, findings, st.policy)
         return Scan(pending.ctx, tuple(findings), tuple(alarms))
 

@@ -1,10 +1,12 @@
-"""A detector judged in a child process, so that ``analyze`` judges on two cores.
+"""A detector judged partly in a child process, so that ``analyze`` judges on two cores.
 
-The peer detector is about half of judging a recording. A child scores it for chunk k while the
-engine frames chunk k+1 and runs the other detectors. The child is started with the detector and
-keeps its state, so only each chunk's context goes out (for a ``FamilyDetector``, only the series
-it judges) and its findings come back: the detector sees the same calls in the same order as in one
-process, so its findings are those of one process.
+The peer detector is about half of judging a recording. Its families are shared out once: most go to
+a child, which scores them for chunk k while the engine frames chunk k+1 and runs the other
+detectors and the rest of the families (so that both processes have about as much to do). The child
+is started with the detector and keeps the state of its families, so only each chunk's context goes
+out (for a ``FamilyDetector``, only the series it judges) and its findings come back: each family
+sees the same calls in the same order as in one process, and the findings merged in the series'
+order are those of one process.
 
 A context is mostly numbers, but pickling its series keys, node names and families every chunk
 cost as much as the peer detector saved (0.6 s out and 0.6 s in per 120-step chunk of the 63-node
@@ -30,10 +32,18 @@ from peerwatch.detect.stream import FamilyDetector
 from peerwatch.model import Finding
 
 if TYPE_CHECKING:
-    from peerwatch.detect.context import Context
+    from peerwatch.detect.context import Context, Series
     from peerwatch.detect.stream import Detector
 
 OFFLOADED = ("peer",)  # the detectors worth a core of their own, heaviest first (docs/benchmarks.md)
+# Of an offloaded detector's cells, the share judged in the engine's own process, which also frames
+# and runs every other detector. With none, the engine waited 1.5 s for the child on the 63-node
+# reference (cProfile), with 0.10 half that; 0.2 and 0.3 judged it no faster (3 runs each).
+LOCAL_SHARE = 0.10
+
+
+def _every(s: Series) -> bool:
+    return True
 
 
 class DetectorFailed(RuntimeError):
@@ -45,7 +55,7 @@ class RemoteDetector:
 
     def __init__(self, detector: Detector) -> None:
         self.name = detector.name
-        self._judges = detector.judges if isinstance(detector, FamilyDetector) else None
+        self.judges = detector.judges if isinstance(detector, FamilyDetector) else _every
         mp = start_context()
         self._conn, child = mp.Pipe()
         self._proc = mp.Process(target=_serve, args=(detector, child), name=f"peerwatch-{self.name}", daemon=True)
@@ -66,8 +76,8 @@ class RemoteDetector:
                 return
 
     def submit(self, ctx: Context) -> None:
-        if self._judges is not None:  # ~40 % of the 63-node reference's series are not the peer detector's
-            ctx = replace(ctx, series=tuple(filter(self._judges, ctx.series)))
+        # ~40 % of the 63-node reference's series are not the peer detector's
+        ctx = replace(ctx, series=tuple(filter(self.judges, ctx.series)))
         new: dict[int, object] = {}
 
         def ref(o: object) -> _Ref:
@@ -139,3 +149,44 @@ def _serve(detector: Detector, conn: Connection) -> None:
             conn.send((False, traceback.format_exc()))
             return
         conn.send((True, found))
+
+
+class SplitDetector:
+    """A detector that judges each family apart and names it in its findings' ``signal`` (the peer
+    detector), judged in two processes: at the first chunk this process keeps the smallest families
+    up to ``local_share`` of the cells and the child takes the rest, for good (a family's state lives
+    where it is judged; one first seen later goes to the child). ``begin`` sends the child its part
+    and judges ours; ``finish`` merges the two in the series' order."""
+
+    def __init__(self, detector: Detector, local_share: float = LOCAL_SHARE) -> None:
+        self.name = detector.name
+        self.local = detector
+        self.remote = RemoteDetector(detector)
+        self.local_share = local_share
+        self.mine: frozenset[str] | None = None
+
+    def begin(self, ctx: Context, state: Any) -> tuple[list[Finding], Any]:
+        if self.mine is None:
+            self.mine = _smallest(ctx, self.local_share, self.remote.judges)
+        mine = self.mine
+        self.remote.submit(replace(ctx, series=tuple(s for s in ctx.series if s.frame.name not in mine)))
+        return self.local.scan(replace(ctx, series=tuple(s for s in ctx.series if s.frame.name in mine)), state)
+
+    def finish(self, ctx: Context, ours: list[Finding]) -> list[Finding]:
+        order = {s.frame.name: i for i, s in enumerate(ctx.series)}
+        return sorted([*ours, *self.remote.result()], key=lambda f: order[f.signal])  # stable: rows stay in order
+
+    def close(self) -> None:
+        self.remote.close()
+
+
+def _smallest(ctx: Context, share: float, judges: Callable[[Series], bool]) -> frozenset[str]:
+    """The smallest families ``judges`` accepts whose cells add up to at most ``share`` of theirs."""
+    sizes = sorted((s.values.size, s.frame.name) for s in ctx.series if judges(s))
+    budget, total, out = share * sum(n for n, _ in sizes), 0, []
+    for n, name in sizes:
+        if total + n > budget:
+            break
+        total += n
+        out.append(name)
+    return frozenset(out)
