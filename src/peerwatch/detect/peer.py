@@ -206,11 +206,17 @@ def _running_mean(mad: FloatArray, total: float, count: float) -> tuple[FloatArr
     return mean, float(sums[-1]), float(counts[-1])
 
 
-def _block_sums(x: FloatArray, first: IntArray, size: int, blocks: int) -> FloatArray:
-    """(blocks, rows, steps): per row, the sum of ``x`` over ``[first[t] + b*size, first[t] + (b+1)*size)``."""
-    steps = x.shape[1]
-    csum = np.zeros((x.shape[0], steps + 1))
+def _prefix(x: FloatArray) -> FloatArray:
+    """Per row, the sums of ``x`` before each step and after the last: (rows, steps + 1)."""
+    csum = np.zeros((x.shape[0], x.shape[1] + 1))
     np.cumsum(x, axis=1, out=csum[:, 1:])
+    return csum
+
+
+def _block_sums(csum: FloatArray, first: IntArray, size: int, blocks: int) -> FloatArray:
+    """(blocks, rows, steps): per row, the sum over ``[first[t] + b*size, first[t] + (b+1)*size)`` of
+    the values whose ``_prefix`` is ``csum``."""
+    steps = csum.shape[1] - 1
     edges = np.stack([csum[:, np.clip(first + b * size, 0, steps)] for b in range(blocks + 1)])
     out: FloatArray = np.diff(edges, axis=0)
     return out
@@ -237,22 +243,24 @@ def learnt_offset(
     steps = limit.shape[1]
     lead = dev.shape[1] - steps
     seen = ~np.isnan(dev)
-    n = seen.astype(np.float64)
+    seen_sums = _prefix(seen.astype(np.float64))
     first = np.arange(lead, lead + steps) - settings.offset_delay + 1 - settings.offset_window  # window start
-    count = _block_sums(n, first, settings.offset_window, 1)[0]
+    count = _block_sums(seen_sums, first, settings.offset_window, 1)[0]
     known = count >= settings.offset_min
-    total = _block_sums(clipped.astype(np.float64), first, settings.offset_window, 1)[0]
+    total = _block_sums(_prefix(clipped.astype(np.float64)), first, settings.offset_window, 1)[0]
     offset: FloatArray = np.where(known, total / np.maximum(count, 1.0), 0.0)
     refine = np.abs(offset) >= 0.5 * limit
     rows = np.flatnonzero(refine.any(axis=1))
     if rows.size:
         size = settings.offset_window // settings.offset_blocks
-        sums = _block_sums(np.where(seen[rows], dev[rows], 0.0).astype(np.float64), first, size, settings.offset_blocks)
-        counts = _block_sums(n[rows], first, size, settings.offset_blocks)
+        sums = _block_sums(
+            _prefix(np.where(seen[rows], dev[rows], 0.0).astype(np.float64)), first, size, settings.offset_blocks
+        )
+        counts = _block_sums(seen_sums[rows], first, size, settings.offset_blocks)
         means = sums / np.maximum(counts, 1.0)  # (blocks, rows, steps); weight 0 where a block is empty
-        off, lim = offset[rows], limit[rows]
+        off, lim, least = offset[rows], limit[rows], np.maximum(count[rows], 1.0)
         for _ in range(settings.offset_rounds):
-            off = (np.clip(means, off - lim, off + lim) * counts).sum(axis=0) / np.maximum(count[rows], 1.0)
+            off = (np.clip(means, off - lim, off + lim) * counts).sum(axis=0) / least
         # Only at the steps that call for it: which other steps share the chunk must not matter.
         offset[rows] = np.where(known[rows] & refine[rows], off, offset[rows])
     return offset, known
