@@ -179,15 +179,21 @@ def _prepare_frame(frame: Frame, catalog: Catalog, index: Mapping[str, int]) -> 
     labels = frozenset(k for key in frame.keys for k, _ in key.labels)
     family = catalog.classify(frame.name, labels, frame.declared_type)
     own = {alt for spec in family.entity_labels for alt in spec.split("|")}
-    by_entity = family.unit in PEER_BY_ENTITY
+    # Label names that make no peer group: identity, and the entity's own unless peers are compared
+    # entity by entity. Components are many series' (gpu/0 on every node): made once each.
+    dropped = IDENTITY_LABELS | (frozenset() if family.unit in PEER_BY_ENTITY else own)
+    component_of: dict[tuple[tuple[str, str], ...], str] = {}
     comps, keys = [], []
     peer_keys: dict[tuple[tuple[str, str], ...], int] = {}
     for key in frame.keys:
-        d = dict(key.labels)
-        comps.append(sys.intern(family.component(d)))  # one string per component, not per series
-        variant = tuple((k, v) for k, v in key.labels if k not in IDENTITY_LABELS and (k not in own or by_entity))
+        entity = tuple(kv for kv in key.labels if kv[0] in own)
+        comp = component_of.get(entity)
+        if comp is None:
+            comp = component_of[entity] = sys.intern(family.component(dict(entity)))  # one string per component
+        comps.append(comp)
+        variant = tuple(kv for kv in key.labels if kv[0] not in dropped)
         if family.unit is Unit.network_device:
-            kind = interface_type(family.entity_values(d)[0] if family.entity_labels else "")
+            kind = interface_type(family.entity_values(dict(entity))[0] if family.entity_labels else "")
             # No hardware behind it: its errors and drops (frames of protocols nobody listens to,
             # a container's start and stop) say nothing about the node's NICs.
             if kind == "loopback" or (kind in VIRTUAL and family.category in _COUNTERS):
