@@ -222,13 +222,16 @@ class FrameBuilder:
         offs = (ts - k * self.step).astype(np.float32)
         flat_offs, flat_vals = rows.offs.reshape(-1), rows.vals.reshape(-1)
         held = flat_offs[cell]
-        for i in np.flatnonzero((offs == held) & (flat_vals[cell] != vals)).tolist():  # vs. an earlier batch
+        same = np.flatnonzero(offs == held)  # at a time an earlier batch filled
+        for i in same[flat_vals[cell[same]] != vals[same]].tolist():
             self._note_conflict(
                 name, rows, int(cell[i] // width), float(ts[i]), float(flat_vals[cell[i]]), float(vals[i])
             )
-        newer = np.isnan(held) | (offs >= held)  # a sample older than the one held loses
-        flat_vals[cell[newer]] = vals[newer]
-        flat_offs[cell[newer]] = offs[newer]
+        newer = ~(offs < held)  # a sample older than the one held loses; any beats none (NaN)
+        if not newer.all():
+            cell, vals, offs = cell[newer], vals[newer], offs[newer]
+        flat_vals[cell] = vals
+        flat_offs[cell] = offs
         self.samples += int(ts.size)
 
     def part(self) -> Part:
