@@ -204,9 +204,9 @@ class Finding:
     hint: str | None = None
 
     def __reduce__(self) -> tuple[type[Finding], tuple[object, ...]]:
-        # Pickled as its fields in order (the peer detector's child sends ~45 k a chunk):
-        # dataclasses' own pickling of slotted classes looks up fields() for every object, 0.7 s
-        # of the engine's process on the 63-node reference.
+        # Pickled as its fields in order (the peer detector's child sends back ~45 k on the 63-node
+        # reference): dataclasses' own pickling of slotted classes looks up fields() for every
+        # object (87 k findings and evidence unpickled in 0.86 s, so in 0.58 s).
         return (Finding, _fields_of(self))
 
 
