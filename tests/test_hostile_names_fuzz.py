@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from peerwatch.alarms.names import NAME_RULES, InvalidValue
@@ -35,6 +35,7 @@ SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 
 @FAST
 @given(name=NAMES, preset=st.sampled_from(sorted(PRESETS)))
+@example(name="false", preset="backendai")  # a node named like a word of the template (failed CI once)
 def test_no_name_becomes_an_option_or_several_nodes(name: str, preset: str) -> None:
     for template in ("drain", "undrain", "swap_in"):
         commands = PRESETS[preset][template]
@@ -48,7 +49,14 @@ def test_no_name_becomes_an_option_or_several_nodes(name: str, preset: str) -> N
         for argv, template_argv in zip(rendered, commands, strict=True):
             options = [a for a in argv if a.startswith("-")]
             assert options == [a for a in template_argv if a.startswith("-")]  # only the template's own
-            assert sum(a in (name, f"nodename={name}") for a in argv) == 1  # one argument carries the name
+            # Argument for argument the template's: the name fills its placeholder and adds no argument.
+            # (Counting the arguments equal to the name miscounts a node named like one of the template's
+            # own words, e.g. Backend.AI's "false".)
+            for arg, template_arg in zip(argv, template_argv, strict=True):
+                if "{node}" in template_arg or "{spare}" in template_arg:
+                    assert arg in (name, f"nodename={name}")
+                elif "{" not in template_arg:
+                    assert arg == template_arg
 
 
 @pytest.fixture(scope="module")
