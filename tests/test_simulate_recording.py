@@ -257,3 +257,39 @@ def test_scraping_the_live_exporters_gives_the_recorded_series() -> None:
     scraped = {b.key for b in result.blocks if b.key.name not in health}
     assert any(k.name.startswith("backendai_") for k in scraped)
     assert scraped - {b.key for b in sim.blocks()} == set()
+
+
+def test_a_round_on_a_compressed_clock_reads_the_step_it_is_stamped_with() -> None:
+    """At 60x a scrape round can outlast its step's 0.5 s of wall time. Its samples are stamped with the
+    round's data time, so the simulated exporters answer for that time (DATA_TIME_HEADER), not for the
+    moment each request arrives (the next step's counters: a rate of zero, then a double one)."""
+    import random
+    import time
+
+    from peerwatch.frames.buffer import SampleBuffer
+    from peerwatch.service.clock import Clock
+    from peerwatch.service.config import ScrapeConfig
+    from peerwatch.service.demo import free_range
+    from peerwatch.service.live_sources import ScrapeSource
+    from peerwatch.simulate.serve import LiveCluster, serve_in_thread
+
+    sim = simulate(Scenario("keys", default_spec(2), hours=0.1, seed=1))
+    # Its wall clock frozen at step 0: only a round's data time can move it.
+    live = LiveCluster(sim, speed=1e-9, base_port=free_range(4 * sim.layout.n, start=random.randint(20000, 30000)))
+    thread, stop = serve_in_thread(live)
+    config = ScrapeConfig.model_validate({"targets": [f"http://127.0.0.1:{live.port(0, 0)}/metrics"]})
+    grid = sim.grid
+    source = ScrapeSource(config, grid.step, Clock(start=grid.start, origin=time.time(), speed=60.0))
+    buffer = SampleBuffer(1e9)
+    rounds = {k: grid.start + (k + 0.5) * grid.step for k in (3, 7)}
+    try:
+        for now in rounds.values():
+            assert source.collect(now, buffer).error is None
+    finally:
+        stop()
+        thread.join(5)
+    (intr,) = [b for b in buffer.blocks(-np.inf, np.inf) if b.key.name == "node_intr_total"]
+    for k, now in rounds.items():
+        (line,) = [x for x in (live.render(0, 0, k) or "").splitlines() if x.startswith("node_intr_total ")]
+        assert intr.values[intr.timestamps.tolist().index(now)] == float(line.split()[-1]), k
+    assert intr.values[0] != intr.values[1]  # the two steps differ (a counter that moves)

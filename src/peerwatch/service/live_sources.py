@@ -21,7 +21,16 @@ from peerwatch.model import ProblemLog, SeriesBlock
 from peerwatch.service.clock import Clock
 from peerwatch.service.config import ScrapeConfig, TsdbConfig
 from peerwatch.service.discovery import FileDiscovery
-from peerwatch.sources.scrape import HEALTH, Fetched, Target, TargetResult, fetch_each, health_blocks, target_blocks
+from peerwatch.sources.scrape import (
+    DATA_TIME_HEADER,
+    HEALTH,
+    Fetched,
+    Target,
+    TargetResult,
+    fetch_each,
+    health_blocks,
+    target_blocks,
+)
 from peerwatch.sources.scrape_cache import ScrapeCache, split_lines
 from peerwatch.sources.tsdb import TSDBClient, TSDBError
 
@@ -61,7 +70,8 @@ class ScrapeSource:
 
     On a time-compressed clock every sample of a round is stamped with the round's scheduled data
     time (exporter-supplied timestamps are wall times and would not fit), so a round that starts
-    late still lands in its own step.
+    late still lands in its own step; the round tells the exporters that time (``DATA_TIME_HEADER``),
+    which the simulated ones answer for.
     """
 
     def __init__(self, config: ScrapeConfig, step: float, clock: Clock, extra: Sequence[Target] = ()) -> None:
@@ -97,7 +107,8 @@ class ScrapeSource:
         problems = ProblemLog(limit=50)
         # Each target's samples go to the buffer as it is parsed: a round's million series objects
         # never live at once (they would stay in the interpreter's arenas as slack).
-        for target, got in fetch_each(targets, timeout=timeout):
+        headers = None if self.clock.real else {DATA_TIME_HEADER: repr(now)}
+        for target, got in fetch_each(targets, timeout=timeout, headers=headers):
             result, n = self._take(target, got, now, buffer, problems)
             added += n
             if not result.up:

@@ -3,9 +3,11 @@
 Addressing: node ``i`` (0-based, in name order) and exporter ``x`` (0 node_exporter, 1 dcgm-exporter,
 2 all-smi, 3 Backend.AI agent) listen on ``base_port + 4*i + x``; ``GET /`` on any port lists the
 map. Simulated time runs ``speed`` times faster than wall time from the run's start; at the end
-the last step is served. A target that the run has down answers 503; a node that is unreachable
-closes connections without an answer. With ``push_url``, each step is also pushed to
-VictoriaMetrics' ``/api/v1/import/prometheus`` with simulated timestamps.
+the last step is served. A scrape that names its data time (``DATA_TIME_HEADER``, sent by
+peerwatch's own scraper on a compressed clock) gets that time's step. A target that the run has
+down answers 503; a node that is unreachable closes connections without an answer. With
+``push_url``, each step is also pushed to VictoriaMetrics' ``/api/v1/import/prometheus`` with
+simulated timestamps.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from peerwatch.promtext import escape_help, format_value
 from peerwatch.simulate.exposition import series_text
 from peerwatch.simulate.recording import Simulation
 from peerwatch.simulate.targets import EXPORTERS
+from peerwatch.sources.scrape import DATA_TIME_HEADER
+
+DATA_HEADER = DATA_TIME_HEADER.lower().encode()
 
 
 @dataclass
@@ -63,6 +68,20 @@ class LiveCluster:
         elapsed = ((time.monotonic() if now is None else now) - self.t0) * self.speed
         return int(min(self.sim.grid.steps - 1, max(0, elapsed // self.sim.grid.step)))
 
+    def step_for(self, request: bytes) -> int:
+        """The step a scrape asks for: its ``DATA_TIME_HEADER`` (peerwatch's own scraper on a compressed
+        clock), else the step of the moment (Prometheus, curl)."""
+        for line in request.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == DATA_HEADER:
+                try:
+                    ts = float(value)
+                except ValueError:
+                    break
+                grid = self.sim.grid
+                return int(min(grid.steps - 1, max(0, (ts - grid.start) // grid.step)))
+        return self.step()
+
     def port(self, node: int, exporter: int) -> int:
         return self.base_port + len(EXPORTERS) * node + exporter
 
@@ -102,7 +121,7 @@ class LiveCluster:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
             return
-        k = self.step()
+        k = self.step_for(request)
         path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b"/"
         if not self.sim.schedule.ok[node, :, k].any():  # the whole node is unreachable
             writer.close()

@@ -25,6 +25,10 @@ from peerwatch.sources.exposition import ExpositionParser, blocks_from_samples
 # What Prometheus asks for, minus protobuf and OpenMetrics: plain text is what every exporter serves.
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 MAX_BODY_BYTES = 64 << 20
+# On a time-compressed clock (a demo), the data time a scrape round is for, in epoch seconds: the
+# simulated exporters (simulate/serve.py) answer with that time's values, so a round that outlasts its
+# step's share of wall time (0.5 s at 60x) still reads one step, the one its samples are stamped with.
+DATA_TIME_HEADER = "X-Peerwatch-Data-Time"
 HEALTH = ("up", "scrape_duration_seconds", "scrape_samples_scraped")  # series Prometheus adds per target
 
 
