@@ -96,8 +96,9 @@ def prepare(ts: FloatArray, values: FloatArray, expected: float | None, th: Thre
     if estimated:
         # Smooth first so a single spike cannot set the bar; the high quantile is the level the
         # job reached when it ran well.
-        positive = np.where(values > 0, values, np.nan)
-        expected = float(np.nanquantile(rolling_median(positive, window), th.expected_quantile))
+        running = rolling_median(np.where(values > 0, values, np.nan), window)
+        # A job that has not run yet (all zeros) has no level: NaN, without numpy's All-NaN warning.
+        expected = float(np.nanquantile(running, th.expected_quantile)) if np.isfinite(running).any() else np.nan
     assert expected is not None
     ratio = values / expected
     active = np.isfinite(ratio) & (ratio >= th.down_level)
