@@ -120,7 +120,7 @@ def main() -> None:
     co, cb = statistics.median(ours_cpu), statistics.median(base_cpu)
     print(f"recording: {samples:,} samples, {args.nodes * args.series:,} series, {size:.0f} MiB JSON lines")
     print(f"{'reader':<28}{'wall s':>8}{'CPU s':>8}{'samples/CPU s':>16}{'peak MiB':>10}")
-    print(f"{'peerwatch (orjson+numpy)':<28}{mo:>8.2f}{co:>8.2f}{samples / co:>16,.0f}{ours_mem:>10.0f}")
+    print(f"{'peerwatch (simdjson+numpy)':<28}{mo:>8.2f}{co:>8.2f}{samples / co:>16,.0f}{ours_mem:>10.0f}")
     print(f"{'baseline (json+python)':<28}{mb:>8.2f}{cb:>8.2f}{samples / cb:>16,.0f}{base_mem:>10.0f}")
     print(f"speed-up: {cb / co:.1f}x (CPU); frame values: {frame_mib:.0f} MiB; peak/frames: {ours_mem / frame_mib:.1f}")
 
