@@ -126,12 +126,11 @@ class Framer:
             # its steps one by one would.
             new = new[np.lexsort((c.ids[new], np.argmax(seen[has], axis=1)))]
             labels = self.node_labels_for(name, self.node_labels)
-            for i in new.tolist():
-                key = c.key_of(int(c.ids[i]))
-                node = node_of(dict(key.labels), labels)
-                fam.row_of[c.ids[i]] = len(fam.keys)
-                fam.keys.append(key)
-                fam.nodes.append(self._nodes.setdefault(node, node))  # one string per node, not per series
+            keys = [c.key_of(i) for i in c.ids[new].tolist()]
+            fam.row_of[c.ids[new]] = np.arange(len(fam.keys), len(fam.keys) + len(keys))
+            fam.keys.extend(keys)
+            nodes = (node_of(dict(key.labels), labels) for key in keys)
+            fam.nodes.extend(self._nodes.setdefault(n, n) for n in nodes)  # one string per node, not per series
             n = len(fam.keys)
             fam.last_v, fam.last_t = grow(fam.last_v, n, np.nan), grow(fam.last_t, n, np.nan)
             fam.last_seen = grow(fam.last_seen, n, -np.inf)
